@@ -1,0 +1,1 @@
+"""finagent domain code: no Celery imports here."""

@@ -1,0 +1,66 @@
+"""Write a prepared document and its embeddings in one transaction: all of it or none of it."""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from agent.retrieval.companies import ensure_company
+from agent.ingest.documents import PreparedDocument
+
+Outcome = Literal["added", "replaced", "unchanged"]
+
+
+def existing_hash(conn, prepared: PreparedDocument) -> str | None:
+    row = conn.execute(
+        "SELECT content_hash FROM documents WHERE kind=%s AND ticker=%s AND fiscal_year=%s AND fiscal_quarter=%s",
+        (prepared.kind, prepared.doc.ticker, prepared.doc.fiscal_year, prepared.fiscal_quarter),
+    ).fetchone()
+    return row["content_hash"] if row else None
+
+
+def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> Outcome:
+    doc = prepared.doc
+    assert len(embeddings) == len(prepared.chunks)
+    with pool.connection() as conn, conn.transaction():
+        # serialise writers of the same document so two concurrent ingests cannot both insert
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{prepared.kind}:{doc.ticker}:{doc.fiscal_year}:{prepared.fiscal_quarter}",))
+        previous = existing_hash(conn, prepared)
+        if previous == prepared.content_hash:
+            return "unchanged"
+        ensure_company(conn, doc.ticker, doc.company_name)
+        if previous:
+            conn.execute(
+                "DELETE FROM documents WHERE kind=%s AND ticker=%s AND fiscal_year=%s AND fiscal_quarter=%s",
+                (prepared.kind, doc.ticker, doc.fiscal_year, prepared.fiscal_quarter),
+            )
+        doc_id = conn.execute(
+            "INSERT INTO documents (kind, ticker, fiscal_year, fiscal_quarter, call_date, source_path, content_hash, title)"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+            (prepared.kind, doc.ticker, doc.fiscal_year, prepared.fiscal_quarter, getattr(doc, "call_date", None),
+             prepared.path, prepared.content_hash, getattr(doc, "title", None) or doc.company_name),
+        ).fetchone()["id"]
+        with conn.cursor() as cur:
+            if prepared.kind == "transcript":
+                cur.executemany(
+                    "INSERT INTO transcript_chunks (document_id, ticker, fiscal_year, fiscal_quarter, call_date, speaker,"
+                    " section, chunk_index, text, embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    [(doc_id, doc.ticker, doc.fiscal_year, doc.fiscal_quarter, doc.call_date, c.speaker, c.section,
+                      c.index, c.text, e) for c, e in zip(prepared.chunks, embeddings)],
+                )
+            else:
+                cur.executemany(
+                    "INSERT INTO tenk_chunks (document_id, ticker, fiscal_year, item, item_title, chunk_index, text, embedding)"
+                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                    [(doc_id, doc.ticker, doc.fiscal_year, c.item, c.item_title, c.index, c.text, e)
+                     for c, e in zip(prepared.chunks, embeddings)],
+                )
+                from psycopg.types.json import Jsonb
+
+                cur.executemany(
+                    "INSERT INTO tenk_tables (document_id, ticker, fiscal_year, item, table_index, caption, rows, markdown)"
+                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                    [(doc_id, doc.ticker, doc.fiscal_year, t.item, i, t.caption, Jsonb(t.rows), t.markdown)
+                     for i, t in enumerate(doc.tables)],
+                )
+        return "replaced" if previous else "added"

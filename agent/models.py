@@ -1,0 +1,123 @@
+"""Corpus-side boundary models: parsed documents, chunks, periods and search hits."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+Section = Literal["prepared_remarks", "qa"]
+SourceType = Literal["transcript", "10k", "10k_table", "news"]
+
+
+class Company(BaseModel):
+    ticker: str
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    fiscal_year_end: str | None = None  # 'MM-DD'
+
+    @field_validator("ticker")
+    @classmethod
+    def _upper(cls, v: str) -> str:
+        return v.strip().upper()
+
+
+class Period(BaseModel, frozen=True):
+    """A fiscal period. quarter 0 means the whole fiscal year (10-K)."""
+
+    fiscal_year: int
+    fiscal_quarter: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.fiscal_year}_q{self.fiscal_quarter}" if self.fiscal_quarter else f"FY{self.fiscal_year}"
+
+    @property
+    def label(self) -> str:
+        return f"Q{self.fiscal_quarter} {self.fiscal_year}" if self.fiscal_quarter else f"FY{self.fiscal_year}"
+
+    @classmethod
+    def parse_key(cls, key: str) -> "Period":
+        if key.upper().startswith("FY"):
+            return cls(fiscal_year=int(key[2:]))
+        year, q = key.lower().split("_q")
+        return cls(fiscal_year=int(year), fiscal_quarter=int(q))
+
+    def __lt__(self, other: "Period") -> bool:
+        return (self.fiscal_year, self.fiscal_quarter) < (other.fiscal_year, other.fiscal_quarter)
+
+
+class Turn(BaseModel):
+    speaker: str
+    section: Section
+    text: str
+
+
+class TranscriptDoc(BaseModel):
+    ticker: str
+    company_name: str | None = None
+    fiscal_year: int
+    fiscal_quarter: int = Field(ge=1, le=4)
+    call_date: dt.date | None = None
+    title: str | None = None
+    turns: list[Turn] = Field(min_length=1)
+
+
+class TenKSection(BaseModel):
+    item: str  # '1', '1A', '7', '7A', '8', ...
+    title: str = ""
+    text: str
+
+
+class TenKTable(BaseModel):
+    item: str
+    caption: str = ""
+    rows: list[list[str]]
+    markdown: str
+
+
+class TenKDoc(BaseModel):
+    ticker: str
+    company_name: str | None = None
+    fiscal_year: int
+    period_end: dt.date | None = None
+    sections: list[TenKSection] = Field(min_length=1)
+    tables: list[TenKTable] = Field(default_factory=list)
+
+
+class SearchFilters(BaseModel):
+    tickers: list[str] = Field(default_factory=list)
+    periods: list[Period] = Field(default_factory=list)  # transcripts: fiscal quarters
+    fiscal_years: list[int] = Field(default_factory=list)  # 10-K
+    items: list[str] = Field(default_factory=list)  # 10-K items
+
+    @property
+    def is_filtered(self) -> bool:
+        return bool(self.tickers or self.periods or self.fiscal_years or self.items)
+
+
+class SearchHit(BaseModel):
+    source_type: SourceType
+    chunk_id: int | str
+    ticker: str | None = None
+    fiscal_year: int | None = None
+    fiscal_quarter: int | None = None
+    item: str | None = None
+    speaker: str | None = None
+    section: str | None = None
+    title: str | None = None
+    url: str | None = None
+    text: str
+    score: float = 0.0
+    semantic: float = 0.0
+    keyword: float = 0.0
+
+    @property
+    def citation_key(self) -> str:
+        return f"{self.source_type}:{self.chunk_id}"
+
+    @property
+    def period(self) -> str:
+        if self.fiscal_year is None:
+            return ""
+        return Period(fiscal_year=self.fiscal_year, fiscal_quarter=self.fiscal_quarter or 0).label

@@ -1,0 +1,121 @@
+"""Time expressions: find them in a question, and resolve them against one company's own periods."""
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from agent.models import Period
+
+_NUM = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+        "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a": 1}
+_ORD = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4}
+_N = r"(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+
+_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("last_n_quarters", re.compile(rf"\b(?:last|past|previous|recent|latest|trailing)\s+{_N}\s+(?:fiscal\s+)?quarters?\b", re.I)),
+    ("last_n_years", re.compile(rf"\b(?:last|past|previous|recent|trailing)\s+{_N}\s+(?:fiscal\s+)?years?\b", re.I)),
+    ("quarter", re.compile(r"\bQ([1-4])\s*(?:of\s+)?(?:FY|fiscal(?:\s+year)?\s*)?'?(\d{4}|\d{2})\b", re.I)),
+    ("quarter_rev", re.compile(r"\b(?:FY\s*)?(\d{4})\s*Q([1-4])\b", re.I)),
+    ("quarter_short", re.compile(r"\b([1-4])Q\s*'?(\d{2}|\d{4})\b", re.I)),
+    ("quarter_words", re.compile(r"\b(first|second|third|fourth|1st|2nd|3rd|4th)\s+(?:fiscal\s+)?quarter\s+(?:of\s+)?(?:fiscal\s+(?:year\s+)?|FY\s*)?(\d{4})\b", re.I)),
+    ("fiscal_year", re.compile(r"\b(?:FY\s*'?|fiscal\s+(?:year\s+)?)(\d{4}|\d{2})\b", re.I)),
+    ("latest", re.compile(r"\b(?:latest|last|most\s+recent|recent|previous|this|current)\s+(?:fiscal\s+)?(?:quarter|earnings\s+call|call|quarterly\s+results)\b|\blatest\b", re.I)),
+    ("last_year", re.compile(r"\b(?:last|latest|most\s+recent|previous)\s+(?:fiscal\s+)?year\b", re.I)),
+    ("year", re.compile(r"\b(?:in|for|during|of)\s+((?:19|20)\d{2})\b", re.I)),
+]
+
+
+def find_time_refs(text: str) -> list[str]:
+    """The temporal phrases of a question, preserved exactly as written, in order."""
+    spans: list[tuple[int, int]] = []
+    for _, pattern in _PATTERNS:
+        for m in pattern.finditer(text):
+            if not any(s <= m.start() < e or s < m.end() <= e for s, e in spans):
+                spans.append((m.start(), m.end()))
+    return [text[s:e].strip() for s, e in sorted(spans)]
+
+
+def _year(s: str) -> int:
+    y = int(s)
+    return y + 2000 if y < 100 else y
+
+
+def _num(s: str) -> int:
+    return int(s) if s.isdigit() else _NUM[s.lower()]
+
+
+class Resolution(BaseModel):
+    periods: list[Period] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)  # user-readable: "Q4 2024 is not available for AAPL (...)"
+
+
+def resolve(refs: list[str], available: list[Period], ticker: str, default_latest: int = 1) -> Resolution:
+    """Map phrases to periods this company actually has. Unknown periods become `problems`, never guesses."""
+    avail = sorted(set(available))
+    out = Resolution()
+    if not avail:
+        out.problems.append(f"no periods are available for {ticker}")
+        return out
+    wanted: list[Period] = []
+    for ref in refs:
+        wanted += _resolve_one(ref, avail, ticker, out)
+    if not refs:
+        wanted = avail[-default_latest:]
+    out.periods = sorted(set(wanted))
+    return out
+
+
+def _resolve_one(ref: str, avail: list[Period], ticker: str, out: Resolution) -> list[Period]:
+    span = f"{avail[0].label} to {avail[-1].label}"
+    years = sorted({p.fiscal_year for p in avail})
+    for kind, pattern in _PATTERNS:
+        m = pattern.search(ref)
+        if not m:
+            continue
+        if kind == "last_n_quarters":
+            n = _num(m.group(1))
+            if n > len(avail):
+                out.problems.append(f"{ticker} has only {len(avail)} periods ({span}); using all of them for {ref!r}")
+            return avail[-n:]
+        if kind == "last_n_years":
+            keep = set(years[-_num(m.group(1)):])
+            return [p for p in avail if p.fiscal_year in keep]
+        if kind in {"quarter", "quarter_rev", "quarter_short", "quarter_words"}:
+            if kind == "quarter_rev":
+                year, q = _year(m.group(1)), int(m.group(2))
+            elif kind == "quarter_words":
+                q, year = _ORD[m.group(1).lower()], _year(m.group(2))
+            else:
+                q, year = int(m.group(1)), _year(m.group(2))
+            target = Period(fiscal_year=year, fiscal_quarter=q)
+            if target in avail:
+                return [target]
+            out.problems.append(f"{target.label} is not available for {ticker} (available: {span})")
+            return []
+        if kind in {"fiscal_year", "year"}:
+            year = _year(m.group(1))
+            hits = [p for p in avail if p.fiscal_year == year]
+            if not hits:
+                out.problems.append(f"FY{year} is not available for {ticker} (available: {span})")
+            return hits
+        if kind == "latest":
+            return avail[-1:]
+        if kind == "last_year":
+            return [p for p in avail if p.fiscal_year == years[-1]]
+    out.problems.append(f"could not understand the time reference {ref!r}")
+    return []
+
+
+def parse_quarters_option(value: str) -> list[str]:
+    """CLI --quarters: 'last3', 'latest', '2024_q4,2025_q1', 'Q4 2024', 'FY2023'."""
+    value = value.strip()
+    m = re.fullmatch(r"last\s*(\d+)", value, re.I)
+    if m:
+        return [f"last {m.group(1)} quarters"]
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    refs = []
+    for p in parts:
+        m = re.fullmatch(r"(\d{4})_q([1-4])", p, re.I)
+        refs.append(f"Q{m.group(2)} {m.group(1)}" if m else p)
+    return refs

@@ -1,0 +1,132 @@
+"""Effective configuration: environment (prefix FINAGENT_), then `.env`, then defaults."""
+from __future__ import annotations
+
+from enum import Enum
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AnswerMode(str, Enum):
+    direct = "direct"
+    standard = "standard"
+    detailed = "detailed"
+    deep_search = "deep_search"
+
+
+class ModeConfig(BaseModel):
+    max_iterations: int
+    max_tokens: int
+    confidence_threshold: float
+
+
+# The table from seed 000/001; deep_search is configured but never chosen by the planner.
+DEFAULT_MODES: dict[AnswerMode, ModeConfig] = {
+    AnswerMode.direct: ModeConfig(max_iterations=2, max_tokens=2000, confidence_threshold=0.70),
+    AnswerMode.standard: ModeConfig(max_iterations=3, max_tokens=6000, confidence_threshold=0.80),
+    AnswerMode.detailed: ModeConfig(max_iterations=4, max_tokens=16000, confidence_threshold=0.90),
+    AnswerMode.deep_search: ModeConfig(max_iterations=10, max_tokens=20000, confidence_threshold=0.95),
+}
+
+
+class LLMRoles(BaseModel):
+    planner: str = "gpt-4o-mini"
+    generator: str = "gpt-4o-mini"
+    evaluator: str = "gpt-4o-mini"
+
+
+class PhaseLimits(BaseModel):
+    """Seed 002: per-phase iteration limits."""
+
+    planning: int = 1
+    execution: int = 5
+    refinement: int = 2
+
+    def effective_max_iterations(self, explicit: int | None = None) -> int:
+        if explicit:
+            return explicit
+        total = self.planning + self.execution + self.refinement
+        return total + max(1, int(total * 0.10))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FINAGENT_",
+        env_file=".env",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    # services: empty means "start the embedded server under data_dir"
+    database_url: str | None = None
+    redis_url: str | None = None
+    data_dir: Path = Path.home() / ".finagent"
+
+    # providers
+    llm_provider: Literal["extractive", "openai", "scripted"] = "extractive"
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_models: LLMRoles = LLMRoles()
+    llm_timeout_s: float = 60.0
+    llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
+    embedding_provider: Literal["local", "openai", "hash"] = "local"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_dim: int = 384
+    embedding_batch_size: int = 64
+    openai_api_key: SecretStr | None = None
+    tavily_api_key: SecretStr | None = None
+    news_max_results: int = 5
+
+    # retrieval
+    semantic_weight: float = 0.7
+    keyword_weight: float = 0.3
+    chunk_size: int = 1000
+    chunk_overlap: int = 150
+    top_k_per_quarter: int = 15
+    tenk_parallelism: int = 6
+    tenk_max_iterations: int = 5
+    tenk_quality_threshold: float = 0.90
+    quarter_cache_ttl_s: int = 1800
+
+    # agent loop
+    modes: dict[AnswerMode, ModeConfig] = Field(default_factory=lambda: dict(DEFAULT_MODES))
+    default_mode: AnswerMode = AnswerMode.standard
+    phases: PhaseLimits = PhaseLimits()
+    max_duration_seconds: int = 180
+    max_tool_retries: int = 2
+    tools_per_iteration: int = 1
+    enable_dynamic_termination: bool = True
+    min_confidence_threshold: float = 0.8
+    router_retry_below: float = 0.70
+    router_max_retries: int = 2
+    circuit_breaker_threshold: int = 3
+    circuit_breaker_reset_s: int = 300
+    fanout: bool = True  # False runs every fan-out inline, one after another (benchmark baseline)
+    max_question_chars: int = 2000
+
+    # events
+    event_stream_maxlen: int = 1000
+
+    def mode(self, mode: AnswerMode | str) -> ModeConfig:
+        return self.modes[AnswerMode(mode)]
+
+    def masked(self) -> dict:
+        """Settings as plain data with every secret (and URL password) masked."""
+        data = self.model_dump(mode="json")
+        for key, value in data.items():
+            if key.endswith("_key") and value:
+                data[key] = "********"
+        for key in ("database_url", "redis_url"):
+            if data.get(key) and "@" in data[key] and ":" in data[key].split("@")[0].split("//")[-1]:
+                scheme, rest = data[key].split("//", 1)
+                creds, host = rest.split("@", 1)
+                data[key] = f"{scheme}//{creds.split(':')[0]}:********@{host}"
+        return data
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,184 @@
+"""The `finagent` command."""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent.settings import get_settings
+
+app = typer.Typer(no_args_is_help=True, help="finagent: iterative research agent over earnings calls, 10-Ks and news.")
+config_app = typer.Typer(no_args_is_help=True, help="Inspect the effective settings.")
+services_app = typer.Typer(no_args_is_help=True, help="Manage the embedded Redis, Postgres and local workers.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+ingest_app = typer.Typer(no_args_is_help=True, help="Ingest transcripts and 10-K filings.")
+app.add_typer(config_app, name="config")
+app.add_typer(services_app, name="services")
+app.add_typer(db_app, name="db")
+app.add_typer(ingest_app, name="ingest")
+console = Console()
+err = Console(stderr=True)
+
+
+def _print_json(data) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+@config_app.command("show")
+def config_show(as_json: bool = typer.Option(False, "--json")):
+    """Print the effective settings, secrets masked."""
+    data = get_settings().masked()
+    if as_json:
+        return _print_json(data)
+    table = Table("setting", "value", title="finagent settings (env FINAGENT_*, then .env, then defaults)")
+    for key, value in data.items():
+        table.add_row(key, json.dumps(value, default=str) if not isinstance(value, str) else value)
+    console.print(table)
+
+
+@services_app.command("status")
+def services_status(as_json: bool = typer.Option(False, "--json")):
+    from ops.stack import status
+    from ops.workers import worker_status
+
+    settings = get_settings()
+    rows = [s.model_dump() for s in status(settings)]
+    workers = worker_status(settings)
+    if as_json:
+        return _print_json({"services": rows, "workers": workers})
+    table = Table("service", "running", "embedded", "where")
+    for r in rows:
+        table.add_row(r["name"], "yes" if r["running"] else "no", "yes" if r["embedded"] else "no", r["url"] or r["detail"])
+    for w in workers:
+        table.add_row(f"worker:{w['name']}", "yes" if w["running"] else "no", "yes", ",".join(w["queues"]))
+    console.print(table)
+
+
+@services_app.command("start")
+def services_start(workers: bool = typer.Option(True, help="Also start local Celery workers.")):
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap(workers=workers)
+    console.print(f"[green]ready[/green] postgres={ctx.database_url} redis={ctx.redis_url}")
+
+
+@services_app.command("stop")
+def services_stop():
+    from ops.stack import stop_embedded
+    from ops.workers import stop_workers
+
+    settings = get_settings()
+    stopped = stop_workers(settings) + stop_embedded(settings)
+    console.print("stopped: " + (", ".join(stopped) or "nothing was running"))
+
+
+@db_app.command("upgrade")
+def db_upgrade():
+    """Apply pending migrations (idempotent)."""
+    from agent.db.migrate import upgrade
+    from ops.stack import ensure_stack
+
+    urls = ensure_stack(get_settings())
+    applied = upgrade(urls.database_url)
+    console.print("applied: " + (", ".join(applied) if applied else "nothing, schema is up to date"))
+
+
+@db_app.command("status")
+def db_status():
+    from agent.db.migrate import available, current
+    from ops.stack import ensure_stack
+
+    urls = ensure_stack(get_settings())
+    done = set(current(urls.database_url))
+    for version, _ in available():
+        console.print(f"{'applied' if version in done else 'pending'}  {version}")
+
+
+def _run_ingest(kind: str, paths: list[Path], inline: bool, as_json: bool) -> None:
+    from ops.ingest_runner import ingest
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap(workers=not inline)
+    report = ingest(ctx, kind, paths, fanout=not inline, quiet=as_json)
+    if as_json:
+        _print_json(report.model_dump() | {"errors": len(report.errors)})
+    else:
+        table = Table("file", "status", "chunks", "tables", "reason")
+        for f in report.files:
+            style = "red" if f.status == "error" else ""
+            table.add_row(f.path, f"[{style}]{f.status}[/{style}]" if style else f.status, str(f.chunks), str(f.tables), f.reason or "")
+        console.print(table)
+        console.print(f"{len(report.files)} files, {report.chunks_embedded} chunks embedded in {report.seconds:.1f}s, {len(report.errors)} errors")
+    if report.errors:
+        raise typer.Exit(code=2)
+
+
+@ingest_app.command("transcripts")
+def ingest_transcripts(paths: list[Path], inline: bool = typer.Option(False, help="Embed in this process instead of on the workers."),
+                       as_json: bool = typer.Option(False, "--json")):
+    """Ingest transcripts: JSON ({TICKER}_{YYYY}_q{N}.json) or plain text with a metadata header; directories are walked."""
+    _run_ingest("transcript", paths, inline, as_json)
+
+
+@ingest_app.command("10k")
+def ingest_10k(paths: list[Path], inline: bool = typer.Option(False, help="Embed in this process instead of on the workers."),
+               as_json: bool = typer.Option(False, "--json")):
+    """Ingest 10-K filings: EDGAR HTML / inline XBRL or PDF; directories are walked."""
+    _run_ingest("10k", paths, inline, as_json)
+
+
+def sample_corpus_dir() -> Path:
+    return Path(str(resources.files("agent") / "sample_corpus"))
+
+
+@ingest_app.command("sample")
+def ingest_sample(inline: bool = typer.Option(False), as_json: bool = typer.Option(False, "--json")):
+    """Ingest the small sample corpus shipped with finagent."""
+    root = sample_corpus_dir()
+    _run_ingest("transcript", [root / "transcripts"], inline, as_json)
+    _run_ingest("10k", [root / "10k"], inline, as_json)
+
+
+@app.command()
+def search(
+    query: str,
+    ticker: list[str] = typer.Option([], "--ticker", "-t", help="Repeatable."),
+    quarters: Optional[str] = typer.Option(None, help="latest | last3 | 'Q4 2024' | 2024_q4,2025_q1 | FY2023"),
+    item: list[str] = typer.Option([], "--item", help="10-K item filter (1, 1A, 7, 7A, 8); implies --corpus 10k."),
+    corpus: str = typer.Option("transcript", help="transcript | 10k"),
+    top_k: int = typer.Option(15, "--top-k"),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Hybrid search (0.7 semantic + 0.3 keyword) with per-company period resolution."""
+    from agent.retrieval.periods import parse_quarters_option
+    from agent.retrieval.service import SearchRequest
+    from agent.retrieval.service import search as run_search
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap()
+    req = SearchRequest(query=query, tickers=[t.upper() for t in ticker], time_refs=parse_quarters_option(quarters) if quarters else [],
+                        items=item, corpus="10k" if item else corpus, top_k=top_k)
+    resp = run_search(ctx, req)
+    if as_json:
+        return _print_json(resp.model_dump())
+    for p in resp.problems:
+        err.print(f"[yellow]note:[/yellow] {p}")
+    if resp.periods:
+        console.print("periods: " + "; ".join(f"{t}: {', '.join(ps)}" for t, ps in resp.periods.items()))
+    table = Table("#", "score", "ticker", "period", "where", "text")
+    for i, h in enumerate(resp.hits, 1):
+        where = f"Item {h.item}" if h.item else (h.speaker or "")
+        table.add_row(str(i), f"{h.score:.3f}", h.ticker or "", h.period, where, h.text[:160].replace("\n", " ") + "…")
+    console.print(table)
+    if not resp.hits:
+        err.print("no results")
+        raise typer.Exit(code=1)
+
+
+if __name__ == "__main__":
+    app()

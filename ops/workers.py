@@ -1,0 +1,130 @@
+"""Local Celery worker processes for the embedded stack, kept running between commands.
+
+Each worker records its pid and a fingerprint of the settings it was started with; a worker
+whose settings no longer match is restarted, so `FINAGENT_*` changes take effect.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from agent.settings import Settings
+from ops.stack import StackURLs
+
+
+class WorkerSpec(BaseModel):
+    name: str
+    queues: list[str]
+    concurrency: int
+
+
+WORKERS = [
+    WorkerSpec(name="interactive", queues=["coordinator", "search", "llm"], concurrency=12),
+    WorkerSpec(name="batch", queues=["batch"], concurrency=4),
+]
+
+
+def _dir(settings: Settings) -> Path:
+    d = settings.data_dir / "workers"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _fingerprint(settings: Settings, urls: StackURLs) -> str:
+    data = settings.model_dump(mode="json") | urls.model_dump()
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie child is not a worker
+        return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") == -1
+    except OSError:
+        return True
+
+
+def _read(settings: Settings, spec: WorkerSpec) -> dict | None:
+    f = _dir(settings) / f"{spec.name}.json"
+    if not f.exists():
+        return None
+    info = json.loads(f.read_text())
+    return info if _alive(info["pid"]) else None
+
+
+def worker_env(urls: StackURLs) -> dict[str, str]:
+    env = dict(os.environ)
+    env["FINAGENT_DATABASE_URL"] = urls.database_url
+    env["FINAGENT_REDIS_URL"] = urls.redis_url
+    return env
+
+
+def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> list[str]:
+    started = []
+    fp = _fingerprint(settings, urls)
+    for spec in WORKERS:
+        info = _read(settings, spec)
+        if info and info["fingerprint"] == fp:
+            continue
+        if info:
+            _stop_pid(info["pid"])
+        log = _dir(settings) / f"{spec.name}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", ",".join(spec.queues),
+             "-P", "threads", "-c", str(spec.concurrency), "-n", f"{spec.name}@%h", "-l", "INFO", "-E"],
+            env=worker_env(urls), stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        (_dir(settings) / f"{spec.name}.json").write_text(json.dumps({"pid": proc.pid, "fingerprint": fp, "log": str(log)}))
+        started.append(spec.name)
+    if started:
+        wait_ready(urls, [f"{s}@" for s in started], wait_s)
+    return started
+
+
+def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
+    from workers.app import app
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        replies = app.control.ping(timeout=0.5) or []
+        names = [name for r in replies for name in r]
+        if all(any(n.startswith(p) for n in names) for p in prefixes):
+            return
+    raise RuntimeError(f"workers {prefixes} did not answer within {wait_s:.0f}s; see the logs under data_dir/workers")
+
+
+def _stop_pid(pid: int, timeout: float = 20) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)  # warm shutdown: finish running tasks, unacked ones go back to the queue
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop_workers(settings: Settings) -> list[str]:
+    stopped = []
+    for spec in WORKERS:
+        info = _read(settings, spec)
+        if info:
+            _stop_pid(info["pid"])
+            stopped.append(spec.name)
+        (_dir(settings) / f"{spec.name}.json").unlink(missing_ok=True)
+    return stopped
+
+
+def worker_status(settings: Settings) -> list[dict]:
+    return [{"name": s.name, "queues": s.queues, "running": _read(settings, s) is not None} for s in WORKERS]

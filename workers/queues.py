@@ -1,0 +1,18 @@
+"""Queues and routing (ARCHITECTURE: coordinator short, search DB+embedding, llm network-bound, batch low priority)."""
+from kombu import Queue
+
+QUEUES = ("coordinator", "search", "llm", "batch")
+
+TASK_QUEUES = [Queue(name) for name in QUEUES]
+
+TASK_ROUTES = {
+    "tasks.coordinator.*": {"queue": "coordinator"},
+    "tasks.search.*": {"queue": "search"},
+    "tasks.ingest.*": {"queue": "search"},
+    "tasks.llm.*": {"queue": "llm"},
+}
+
+
+def queue_for(task_queue: str, batch: bool) -> str:
+    """Every task of an overnight batch job goes to the batch queue, so interactive jobs are never starved."""
+    return "batch" if batch else task_queue
