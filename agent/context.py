@@ -39,3 +39,10 @@ class Context:
 
     def embed_query(self, text: str):
         return self.embedder.embed([text])[0]
+
+    @cached_property
+    def llm(self):
+        from agent.providers.llm.factory import make_llm
+
+        with self._lock:
+            return make_llm(self.settings)

@@ -182,3 +182,52 @@ def search(
 
 if __name__ == "__main__":
     app()
+
+
+@app.command()
+def ask(
+    question: str,
+    mode: Optional[str] = typer.Option(None, help="direct | standard | detailed | deep_search (default: the planner picks)"),
+    ticker: list[str] = typer.Option([], "--ticker", "-t"),
+    max_iterations: Optional[int] = typer.Option(None, "--max-iterations"),
+    max_duration: Optional[int] = typer.Option(None, "--max-duration", help="seconds"),
+    min_confidence: Optional[float] = typer.Option(None, "--min-confidence"),
+    feedback_on: Optional[str] = typer.Option(None, "--feedback-on", help="re-run this finished job id with --feedback"),
+    feedback: Optional[str] = typer.Option(None, "--feedback"),
+    batch: bool = typer.Option(False, help="run on the low-priority batch queue"),
+    as_json: bool = typer.Option(False, "--json", help="print only the final result object"),
+):
+    """Ask a research question; prints the live events, then the cited answer and its confidence."""
+    from pydantic import ValidationError
+
+    from agent.pipeline.models import JobRequest
+    from ops.ask import run_question
+
+    try:
+        request = JobRequest(question=question, mode=mode, tickers=[t.upper() for t in ticker] or None,
+                             max_iterations=max_iterations, max_duration_seconds=max_duration, min_confidence=min_confidence,
+                             feedback=feedback, parent_job_id=feedback_on, batch=batch)
+    except ValidationError as exc:
+        err.print(f"[red]invalid request:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
+        raise typer.Exit(code=2)
+    result = run_question(request, as_json)
+    if result.status in ("failed", "rejected"):
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def demo(question: str = typer.Argument("What was NVDA's revenue last quarter and what drove it?")):
+    """Zero-config demo: start the embedded services and workers, ingest the sample corpus, ask a question."""
+    from agent.pipeline.models import JobRequest
+    from ops.ask import run_question
+    from ops.ingest_runner import ingest
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap(workers=True)
+    root = sample_corpus_dir()
+    for kind, sub in (("transcript", "transcripts"), ("10k", "10k")):
+        report = ingest(ctx, kind, [root / sub], fanout=True)
+        console.print(f"sample {sub}: " + ", ".join(f"{s}={sum(1 for f in report.files if f.status == s)}"
+                                                     for s in ("added", "replaced", "unchanged", "error")))
+    console.print(f"\n[bold]Q: {question}[/bold]")
+    run_question(JobRequest(question=question), as_json=False)

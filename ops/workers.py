@@ -38,8 +38,14 @@ def _dir(settings: Settings) -> Path:
     return d
 
 
+def _code_version() -> float:
+    """Newest source file time: workers started before a code change are restarted."""
+    root = Path(__file__).resolve().parents[1]
+    return max(p.stat().st_mtime for pkg in ("agent", "tasks", "workers") for p in (root / pkg).rglob("*.py"))
+
+
 def _fingerprint(settings: Settings, urls: StackURLs) -> str:
-    data = settings.model_dump(mode="json") | urls.model_dump()
+    data = settings.model_dump(mode="json") | urls.model_dump() | {"code": _code_version()}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -25,7 +25,7 @@ def _urls():
 
 DATABASE_URL, REDIS_URL = _urls()
 
-app = Celery("finagent", include=["tasks.ingest"])
+app = Celery("finagent", include=["tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"])
 app.conf.update(
     broker_url=celery_broker_url(REDIS_URL),
     result_backend=celery_broker_url(REDIS_URL),
@@ -46,6 +46,7 @@ app.conf.update(
     task_track_started=True,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
+    beat_schedule={"resume-stalled-jobs": {"task": "tasks.coordinator.resume_stalled", "schedule": 60.0}},
 )
 
 

@@ -1,15 +1,17 @@
 """Queues and routing (ARCHITECTURE: coordinator short, search DB+embedding, llm network-bound, batch low priority)."""
-from kombu import Queue
+from kombu import Exchange, Queue
 
 QUEUES = ("coordinator", "search", "llm", "batch")
 
-TASK_QUEUES = [Queue(name) for name in QUEUES]
+TASK_QUEUES = [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES]
 
 TASK_ROUTES = {
     "tasks.coordinator.*": {"queue": "coordinator"},
     "tasks.search.*": {"queue": "search"},
     "tasks.ingest.*": {"queue": "search"},
     "tasks.llm.*": {"queue": "llm"},
+    "tasks.news.*": {"queue": "llm"},
+    "tasks.tenk.*": {"queue": "llm"},
 }
 
 

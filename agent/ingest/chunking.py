@@ -26,7 +26,8 @@ def split_text(text: str, size: int, overlap: int) -> list[str]:
             chunks.append(head)
         if current and len(current) + 1 + len(sentence) > size:
             chunks.append(current)
-            current = _tail(current, overlap)
+            # the overlap must leave room for the sentence, or the next chunk grows past `size`
+            current = _tail(current, min(overlap, size - len(sentence) - 1))
         current = f"{current} {sentence}".strip()
     if current and (not chunks or current != _tail(chunks[-1], overlap)):
         chunks.append(current)

@@ -60,7 +60,7 @@ def _parse_json(path: Path, raw: str, ticker: str | None) -> TranscriptDoc:
             turns.append(Turn(speaker=str(turn.get("speaker") or "Unknown"), section=section, text=turn["speech"]))
     if not turns:
         raise IngestError(path, "transcript has no turns")
-    return TranscriptDoc(ticker=ticker or name_ticker, fiscal_year=year, fiscal_quarter=quarter, turns=turns)
+    return TranscriptDoc(ticker=(ticker or name_ticker).upper(), fiscal_year=year, fiscal_quarter=quarter, turns=turns)
 
 
 def _parse_text(path: Path, raw: str, ticker: str | None) -> TranscriptDoc:

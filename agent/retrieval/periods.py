@@ -73,6 +73,9 @@ def _resolve_one(ref: str, avail: list[Period], ticker: str, out: Resolution) ->
         m = pattern.search(ref)
         if not m:
             continue
+        if kind in {"last_n_quarters", "last_n_years"} and _num(m.group(1)) == 0:
+            out.problems.append(f"{ref!r} asks for no periods")  # avail[-0:] would be all of them
+            return []
         if kind == "last_n_quarters":
             n = _num(m.group(1))
             if n > len(avail):

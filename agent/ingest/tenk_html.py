@@ -1,0 +1,247 @@
+"""Parse an HTML 10-K (EDGAR inline XBRL, or plain HTML) into a TenKDoc, offline, with edgartools."""
+from __future__ import annotations
+
+import html as html_lib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgar.documents import parse_html
+from edgar.documents.config import ParserConfig
+from edgar.documents.nodes import HeadingNode, ListNode, Node, ParagraphNode, TextNode
+from edgar.documents.table_nodes import TableNode
+from pydantic import ValidationError
+
+from agent.ingest.tenk_common import (
+    Heading,
+    TenKParseError,
+    clean_section_text,
+    clean_title,
+    find_headings,
+    fiscal_year_end_from_text,
+    is_numeric_cell,
+    item_rank,
+    make_table,
+    match_heading,
+    merge_sections,
+    normalize_item,
+    parse_date,
+    pick_caption,
+    rows_from_spans,
+    select_chain,
+    split_by_headings,
+)
+from agent.models import TenKDoc, TenKSection, TenKTable
+
+# Features we never read; turning them off roughly halves edgartools' parse time.
+_FAST = dict(optimize_for_ai=False, detect_table_types=False, extract_table_relationships=False,
+             extract_xbrl=False, extract_links=False)
+_TEXT_NODES = (ParagraphNode, HeadingNode, TextNode, ListNode)
+
+
+@dataclass
+class _RawTable:
+    pos: int
+    before: list[str]  # text lines since the previous table, for the caption
+    rows: list[list[str]]
+
+
+@dataclass
+class _Flat:
+    """The document as plain text in reading order, with item headings and table positions."""
+
+    text: str = ""
+    headings: list[Heading] = field(default_factory=list)
+    tables: list[_RawTable] = field(default_factory=list)
+
+
+def parse_10k_html(path: Path, ticker: str | None = None) -> TenKDoc:
+    path = Path(path)
+    raw = _read_html(path)
+    try:
+        doc = parse_html(raw, config=ParserConfig(form="10-K", **_FAST))
+    except Exception as exc:  # noqa: BLE001 - edgartools raises many kinds; all mean "unparseable"
+        raise TenKParseError(path, f"HTML could not be parsed ({exc.__class__.__name__}: {exc})") from exc
+    flat = _flatten(doc.root)
+    chain = select_chain(flat.headings, len(flat.text))
+    sections = _edgar_sections(doc) or split_by_headings(flat.text, chain)
+    if not sections:
+        raise TenKParseError(path, "no 10-K Items found (expected headings such as 'Item 7.')")
+    tables = _assign_tables(flat.tables, chain)
+    meta = _metadata(raw, flat.text[:20000])
+    try:
+        return TenKDoc(
+            ticker=ticker or meta["ticker"] or _ticker_from_path(path) or _fail(path, "cannot tell the ticker"),
+            company_name=meta["company"],
+            fiscal_year=meta["fiscal_year"] or _fail(path, "cannot tell the fiscal year"),
+            period_end=meta["period_end"],
+            sections=sections,
+            tables=tables,
+        )
+    except ValidationError as exc:
+        raise TenKParseError(path, f"invalid 10-K: {exc.errors()[0]['msg']}") from exc
+
+
+def _fail(path: Path, reason: str):
+    raise TenKParseError(path, reason)
+
+
+def _read_html(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TenKParseError(path, f"cannot read file ({exc.__class__.__name__}: {exc})") from exc
+    if not data.strip():
+        raise TenKParseError(path, "file is empty")
+    if b"\x00" in data[:8192]:
+        raise TenKParseError(path, "not an HTML document (binary data)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("cp1252", errors="replace")  # older EDGAR filings
+    if not re.search(r"<(?:html|body|div|p|table|span|h[1-6])\b", text[:500_000], re.IGNORECASE):
+        raise TenKParseError(path, "not an HTML document (no HTML tags found)")
+    return text
+
+
+# --- document walk -------------------------------------------------------------------------------
+
+def _blocks(node: Node) -> Iterator[Node]:
+    """Paragraph-level text nodes and tables, in reading order."""
+    if isinstance(node, TableNode):
+        yield node
+    elif isinstance(node, _TEXT_NODES) and not _has_table(node):
+        yield node
+    else:
+        for child in node.children or []:
+            yield from _blocks(child)
+
+
+def _has_table(node: Node) -> bool:
+    return any(isinstance(c, TableNode) or _has_table(c) for c in node.children or [])
+
+
+def _flatten(root: Node) -> _Flat:
+    flat, parts, pos, recent = _Flat(), [], 0, []
+    for node in _blocks(root):
+        rows = [r for r in _table_rows(node) if any(r)] if isinstance(node, TableNode) else []
+        if len(rows) > 1:
+            flat.tables.append(_RawTable(pos, recent, rows))
+            recent = []
+            text = "\n".join(" | ".join(c for c in r if c) for r in rows)
+        else:  # text, or a one-row layout table such as 'Item 1A. | Risk Factors'
+            text = " ".join(c for c in rows[0] if c) if rows else (node.text() or "")
+            text = text.replace("\xa0", " ").strip()
+            flat.headings += [Heading(pos + h.pos, h.item, h.title) for h in find_headings(text)]
+            recent = recent[-8:] + [ln for ln in text.splitlines() if ln.strip()]
+        if text:
+            parts.append(text)
+            pos += len(text) + 2
+    flat.text = "\n\n".join(parts)
+    return flat
+
+
+def _table_rows(node: TableNode) -> list[list[str]]:
+    spans = [[(c.text() or "", c.colspan) for c in row] for row in node.headers or []]
+    spans += [[(c.text() or "", c.colspan) for c in row.cells] for row in node.rows]
+    return rows_from_spans(spans)
+
+
+# --- sections and tables ------------------------------------------------------------------------
+
+def _edgar_sections(doc) -> list[TenKSection]:
+    try:
+        found = list(doc.sections.values())
+    except Exception:  # noqa: BLE001 - no sections is handled by the regex fallback
+        return []
+    out: list[TenKSection] = []
+    for sec in found:
+        item = normalize_item(sec.item or "")
+        text = clean_section_text(sec.text() or "") if item else ""
+        if text:
+            out += _split_embedded(item, text)
+    return merge_sections(out)
+
+
+def _split_embedded(item: str, text: str) -> list[TenKSection]:
+    """Split off later items whose headings sit inside this section (e.g. Item 1C inside 1B)."""
+    first = match_heading(text.split("\n", 1)[0])
+    chain = [Heading(0, item, first[1] if first and first[0] == item else "")]
+    for h in find_headings(text):
+        if h.pos > 0 and h.title and item_rank(h.item) > item_rank(chain[-1].item):
+            chain.append(h)
+    return split_by_headings(text, chain)
+
+
+def _assign_tables(raw_tables: list[_RawTable], chain: list[Heading]) -> list[TenKTable]:
+    out = []
+    for t in raw_tables:
+        item = _item_at(t.pos, chain) or (None if chain else _financial_fallback(t.rows))
+        table = make_table(item, pick_caption(t.before), t.rows) if item else None
+        if table:
+            out.append(table)
+    return out
+
+
+def _item_at(pos: int, chain: list[Heading]) -> str | None:
+    item = None
+    for h in chain:
+        if h.pos > pos:
+            break
+        item = h.item
+    return item
+
+
+def _financial_fallback(rows: list[list[str]]) -> str | None:
+    numeric = sum(1 for r in rows if sum(is_numeric_cell(c) for c in r if c) >= 2)
+    return "8" if numeric >= 3 else None
+
+
+# --- metadata ------------------------------------------------------------------------------------
+
+def _metadata(raw: str, cover_text: str) -> dict:
+    metas = _meta_tags(raw)
+    year = _dei(raw, "DocumentFiscalYearFocus") or metas.get("fiscal_year")
+    period_end = (parse_date(_dei(raw, "DocumentPeriodEndDate", whole=True) or "")
+                  or parse_date(metas.get("period_end", "")) or fiscal_year_end_from_text(cover_text))
+    return {
+        "ticker": (_dei(raw, "TradingSymbol") or metas.get("ticker") or "").strip().upper() or None,
+        "company": _dei(raw, "EntityRegistrantName") or metas.get("company") or metas.get("company_name"),
+        "fiscal_year": _year(year) or (period_end.year if period_end else None),
+        "period_end": period_end,
+    }
+
+
+def _dei(raw: str, name: str, whole: bool = False) -> str | None:
+    """An iXBRL dei fact's text; whole=True reads past nested tags (dates split across tags)."""
+    m = re.search(rf'<ix:nonNumeric\b[^>]*\bname="dei:{name}"[^>]*>', raw, re.IGNORECASE)
+    if not m:
+        return None
+    tail = raw[m.end(): m.end() + 600]
+    if not whole:
+        tail = re.split(r"</ix:nonNumeric>", tail, maxsplit=1, flags=re.IGNORECASE)[0]
+    text = re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", "", tail)).replace("\xa0", " ")).strip()
+    return text or None
+
+
+def _meta_tags(raw: str) -> dict[str, str]:
+    out = {}
+    for tag in re.findall(r"<meta\b[^>]*>", raw[:200_000], re.IGNORECASE):
+        attrs = {k.lower(): html_lib.unescape(v) for k, v in re.findall(r'([\w-]+)\s*=\s*["\']([^"\']*)["\']', tag)}
+        if "name" in attrs and "content" in attrs:
+            out[attrs["name"].strip().lower()] = attrs["content"].strip()
+    return out
+
+
+def _year(value: str | None) -> int | None:
+    m = re.search(r"\b(19|20)\d{2}\b", value or "")
+    return int(m.group()) if m else None
+
+
+def _ticker_from_path(path: Path) -> str | None:
+    if re.fullmatch(r"[A-Za-z][A-Za-z.\-]{0,5}", path.parent.name):
+        return path.parent.name.upper()
+    m = re.match(r"([A-Za-z]{1,5})[-_]", path.name)
+    return m[1].upper() if m else None
+

@@ -1,0 +1,124 @@
+"""Stage 4 (cited answer: extract per scope, then compose) and the per-scope evaluation of stage 5."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from agent.models import Period
+from agent.pipeline.models import Answer, Citation, Evaluation, Evidence, JobState, ScopeFindings
+from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider, Usage
+
+MAX_EVAL_SCOPES = 8
+_PREFIX = {"transcript": "", "10k": "10K", "10k_table": "10K", "news": "N"}
+
+
+def scope_of(ev: Evidence) -> str:
+    if ev.source_type == "news":
+        return "news"
+    if ev.source_type in ("10k", "10k_table"):
+        return f"{ev.ticker}:10k"
+    return f"{ev.ticker}:{ev.fiscal_year}_q{ev.fiscal_quarter}"
+
+
+def group_by_scope(evidence: list[Evidence]) -> dict[str, list[Evidence]]:
+    groups: dict[str, list[Evidence]] = defaultdict(list)
+    for ev in evidence:
+        groups[scope_of(ev)].append(ev)
+    return dict(sorted(groups.items()))
+
+
+def assign_markers(evidence: list[Evidence]) -> dict[str, str]:
+    """[1].. for transcripts, [10K1].. for 10-K text and tables, [N1].. for news; stable for a given evidence list."""
+    counters: dict[str, int] = defaultdict(int)
+    markers = {}
+    for ev in evidence:
+        prefix = _PREFIX[ev.source_type]
+        counters[prefix] += 1
+        markers[ev.citation_key] = f"[{prefix}{counters[prefix]}]"
+    return markers
+
+
+def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence], str | None]:
+    """Context compression (seed 003): keep the best evidence that fits the mode's token budget and
+    fold the rest into a short working-memory summary."""
+    budget_chars = max_tokens * 4
+    kept, used = [], 0
+    for ev in sorted(evidence, key=lambda e: -e.score):
+        if used + len(ev.text) > budget_chars and kept:
+            continue
+        kept.append(ev)
+        used += len(ev.text)
+    dropped = [ev for ev in evidence if ev not in kept]
+    if not dropped:
+        return evidence, None
+    summary = "; ".join(f"{ev.ticker} {ev.period}: {ev.text.split('. ')[0][:140]}" for ev in dropped[:12])
+    kept_keys = {k.citation_key for k in kept}
+    return [ev for ev in evidence if ev.citation_key in kept_keys], f"{len(dropped)} lower-ranked passages summarised: {summary}"
+
+
+def run_extract(llm: LLMProvider, state: JobState, scope: str, evidence: list[Evidence], markers: dict[str, str],
+                budget_note: str) -> tuple[ScopeFindings, Usage]:
+    per_scope = {"direct": 3, "standard": 4, "detailed": 5, "deep_search": 6}[state.plan.answer_mode.value]
+    in_scope, _ = fit_budget(group_by_scope(evidence).get(scope, []), state.limits.max_tokens)
+    return llm.extract(ExtractRequest(question=state.request.question, reasoning=state.plan.reasoning, scope=scope,
+                                      evidence=in_scope, markers=markers, max_findings=per_scope, budget_note=budget_note))
+
+
+def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings], evidence: list[Evidence],
+                markers: dict[str, str], budget_note: str) -> tuple[Answer, Usage]:
+    cited_keys = {f.citation_key for s in findings for f in s.findings}
+    cited = [ev for ev in evidence if ev.citation_key in cited_keys]
+    answer, usage = llm.compose(ComposeRequest(
+        question=state.request.question, plan=state.plan, findings=findings, evidence=cited, markers=markers,
+        max_tokens=state.limits.max_tokens, working_memory=state.working_memory, feedback=state.request.feedback,
+        budget_note=budget_note,
+    ))
+    return attach_citations(answer, evidence, markers), usage
+
+
+def attach_citations(answer: Answer, evidence: list[Evidence], markers: dict[str, str]) -> Answer:
+    by_marker = {markers[e.citation_key]: e for e in evidence if e.citation_key in markers}
+    citations = []
+    for marker, ev in by_marker.items():
+        if marker in answer.text:
+            citations.append(Citation(marker=marker, source_type=ev.source_type, ticker=ev.ticker, period=ev.period,
+                                      text=ev.text, citation_key=ev.citation_key, speaker=ev.speaker, item=ev.item, url=ev.url))
+    return answer.model_copy(update={"citations": citations})
+
+
+def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[Evidence], markers: dict[str, str],
+                 budget_note: str) -> tuple[Evaluation, Usage]:
+    """Evaluate the answer for one scope: 'all', a company ('AAPL') or a company-period ('AAPL:2024_q4')."""
+    groups = group_by_scope(evidence)
+    targets = target_periods(state)
+    if scope == "all":
+        in_scope, periods = evidence, targets
+    elif ":" in scope:
+        ticker, part = scope.split(":", 1)
+        in_scope = groups.get(scope, [])
+        label = Period.parse_key(part).label if "_q" in part else None
+        periods = {ticker: [label]} if label and label in targets.get(ticker, []) else {}
+    else:
+        in_scope = [e for k, v in groups.items() if k.startswith(f"{scope}:") for e in v]
+        periods = {scope: targets.get(scope, [])}
+    previous = [k for rec in state.iterations for k in rec.keywords]
+    return llm.evaluate(EvaluateRequest(question=state.request.question, plan=state.plan, answer=state.answer, scope=scope,
+                                        evidence=in_scope, markers=markers, periods=periods, previous_keywords=previous,
+                                        budget_note=budget_note))
+
+
+def target_periods(state: JobState) -> dict[str, list[str]]:
+    """ticker -> the period labels the search plan targets (transcripts)."""
+    if state.search_plan is None:
+        return {}
+    return {tp.ticker: [Period.parse_key(p).label for p in tp.periods] for tp in state.search_plan.transcripts}
+
+
+def evaluation_scopes(state: JobState, evidence: list[Evidence]) -> list[str]:
+    """One evaluation per company-period (merged afterwards), including targeted periods that found nothing;
+    per company when that would be too many."""
+    scopes = set(group_by_scope(evidence))
+    if state.search_plan:
+        scopes |= {f"{tp.ticker}:{p}" for tp in state.search_plan.transcripts for p in tp.periods}
+    if len(scopes) <= MAX_EVAL_SCOPES:
+        return sorted(scopes) or ["all"]
+    return sorted({s.split(":")[0] for s in scopes if s != "news"})

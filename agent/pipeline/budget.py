@@ -1,0 +1,41 @@
+"""Limits per job (answer-mode table, request overrides, seed 002 phases) and the budget note for prompts."""
+from __future__ import annotations
+
+import time
+
+from agent.pipeline.models import JobState, Limits, ResearchPlan
+from agent.settings import Settings
+
+
+def limits_for(settings: Settings, state: JobState, plan: ResearchPlan) -> Limits:
+    req = state.request
+    mode = settings.mode(req.mode or plan.answer_mode)
+    return Limits(
+        max_iterations=req.max_iterations or mode.max_iterations,
+        max_tokens=mode.max_tokens,
+        confidence_threshold=mode.confidence_threshold,
+        max_duration_seconds=req.max_duration_seconds or settings.max_duration_seconds,
+        min_confidence=req.min_confidence,
+    )
+
+
+def elapsed(state: JobState) -> float:
+    return 0.0 if state.started_at is None else time.time() - state.started_at
+
+
+def seconds_left(state: JobState) -> float:
+    if state.limits is None:
+        return float("inf")
+    return max(0.0, state.limits.max_duration_seconds - elapsed(state))
+
+
+def out_of_time(state: JobState) -> bool:
+    return state.limits is not None and seconds_left(state) <= 0
+
+
+def budget_note(state: JobState) -> str:
+    if state.limits is None:
+        return "Budget: planning step; answer concisely."
+    left = state.limits.max_iterations - state.iteration
+    return (f"Budget: iteration {state.iteration} of {state.limits.max_iterations} ({left} left after this one), "
+            f"{seconds_left(state):.0f} s of {state.limits.max_duration_seconds} s left.")

@@ -1,0 +1,70 @@
+"""Progress events: Redis pub/sub on finagent:jobs:{id}:events, plus a capped stream for late subscribers."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+from pydantic import BaseModel, Field
+
+# the seed's event types, plus planning / search / error / job_status
+EVENT_TYPES = (
+    "job_status", "planning", "search", "iteration_start", "agent_decision", "iteration_followup",
+    "iteration_search", "iteration_complete", "news_search", "tenk_search", "error", "result",
+)
+TERMINAL_STATUSES = ("completed", "failed", "rejected")
+
+
+class Event(BaseModel):
+    type: str
+    job_id: str
+    message: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    ts: float = Field(default_factory=time.time)
+    id: str | None = None  # the stream entry id, usable as Last-Event-ID
+
+
+def channel(job_id: str) -> str:
+    return f"finagent:jobs:{job_id}:events"
+
+
+def stream_key(job_id: str) -> str:
+    return f"finagent:jobs:{job_id}:stream"
+
+
+def publish(redis, job_id: str, type: str, message: str = "", data: dict | None = None, maxlen: int = 1000) -> Event:
+    assert type in EVENT_TYPES, type
+    event = Event(type=type, job_id=job_id, message=message, data=data or {})
+    payload = event.model_dump_json(exclude={"id"})
+    event.id = redis.xadd(stream_key(job_id), {"event": payload}, maxlen=maxlen, approximate=True)
+    redis.expire(stream_key(job_id), 7 * 24 * 3600)
+    redis.publish(channel(job_id), event.model_dump_json())
+    return event
+
+
+def replay(redis, job_id: str, after: str = "0") -> list[Event]:
+    """Events already in the stream after `after` (a stream id; '0' for all)."""
+    start = "(" + after if after != "0" else "-"
+    return [_decode(eid, fields) for eid, fields in redis.xrange(stream_key(job_id), min=start)]
+
+
+def _decode(eid, fields) -> Event:
+    raw = fields.get("event") or fields.get(b"event")
+    ev = Event.model_validate(json.loads(raw))
+    ev.id = eid if isinstance(eid, str) else eid.decode()
+    return ev
+
+
+def follow(redis, job_id: str, after: str = "0", block_ms: int = 1000, timeout_s: float | None = None) -> Iterator[Event]:
+    """Replay, then block on the stream for new events until a terminal job_status (no gap between the two)."""
+    last = after if after != "0" else "0-0"
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while deadline is None or time.monotonic() < deadline:
+        batch = redis.xread({stream_key(job_id): last}, block=block_ms, count=100)
+        for _, entries in batch or []:
+            for eid, fields in entries:
+                ev = _decode(eid, fields)
+                last = ev.id
+                yield ev
+                if ev.type == "job_status" and ev.data.get("status") in TERMINAL_STATUSES:
+                    return

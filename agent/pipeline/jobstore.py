@@ -1,0 +1,125 @@
+"""Persistence of research jobs. Only the coordinator writes `state`; fan-out tasks write their own
+keyed rows (evidence, step outputs, tool calls) with ON CONFLICT so a redelivered task adds nothing."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from agent.pipeline.models import Evidence, JobResult, JobState
+
+
+class JobRow:
+    def __init__(self, row: dict):
+        self.id = str(row["id"])
+        self.status: str = row["status"]
+        self.step: str = row["step"]
+        self.state = JobState.model_validate(row["state"])
+        self.result = JobResult.model_validate(row["result"]) if row.get("result") else None
+        self.error = row.get("error")
+        self.parent_job_id = str(row["parent_job_id"]) if row.get("parent_job_id") else None
+        self.question: str = row["question"]
+
+
+def create_job(pool, state: JobState) -> tuple[str, bool]:
+    """Insert a queued job; with an idempotency key, an existing job with that key is returned instead."""
+    req = state.request
+    job_id = str(uuid.uuid4())
+    with pool.connection() as conn:
+        row = conn.execute(
+            "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state)"
+            " VALUES (%s, %s, %s, %s, 'queued', 'start', %s)"
+            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            (job_id, req.idempotency_key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json"))),
+        ).fetchone()
+        if row:
+            return job_id, True
+        existing = conn.execute("SELECT id FROM research_jobs WHERE idempotency_key = %s", (req.idempotency_key,)).fetchone()
+        return str(existing["id"]), False
+
+
+def load_job(pool, job_id: str) -> JobRow | None:
+    with pool.connection() as conn:
+        row = conn.execute("SELECT * FROM research_jobs WHERE id = %s", (job_id,)).fetchone()
+    return JobRow(row) if row else None
+
+
+def lock_job(conn, job_id: str) -> JobRow | None:
+    row = conn.execute("SELECT * FROM research_jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+    return JobRow(row) if row else None
+
+
+def save_job(conn, job: JobRow, status: str, step: str, result: JobResult | None = None, error: str | None = None) -> None:
+    conn.execute(
+        "UPDATE research_jobs SET status=%s, step=%s, state=%s, result=%s, error=%s, updated_at=now() WHERE id=%s",
+        (status, step, Jsonb(job.state.model_dump(mode="json")),
+         Jsonb(result.model_dump(mode="json")) if result else None, error, job.id),
+    )
+
+
+def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
+    if not hits:
+        return 0
+    with pool.connection() as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
+            " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO NOTHING",
+            [(job_id, h.citation_key, h.iteration, h.source_type, h.score, Jsonb(h.model_dump(mode="json"))) for h in hits],
+            returning=False,
+        )
+        return cur.rowcount
+
+
+def load_evidence(pool, job_id: str) -> list[Evidence]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT payload FROM job_evidence WHERE job_id = %s ORDER BY iteration, score DESC, citation_key", (job_id,)
+        ).fetchall()
+    return [Evidence.model_validate(r["payload"]) for r in rows]
+
+
+def count_evidence(pool, job_id: str, iteration: int | None = None) -> int:
+    with pool.connection() as conn:
+        if iteration is None:
+            return conn.execute("SELECT count(*) AS n FROM job_evidence WHERE job_id=%s", (job_id,)).fetchone()["n"]
+        return conn.execute("SELECT count(*) AS n FROM job_evidence WHERE job_id=%s AND iteration=%s", (job_id, iteration)).fetchone()["n"]
+
+
+def put_output(pool, job_id: str, step_key: str, payload: dict[str, Any]) -> None:
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO job_step_outputs (job_id, step_key, payload) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
+            (job_id, step_key, Jsonb(payload)),
+        )
+
+
+def get_outputs(pool, job_id: str, prefix: str) -> dict[str, dict]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT step_key, payload FROM job_step_outputs WHERE job_id=%s AND step_key LIKE %s ORDER BY step_key",
+            (job_id, prefix + "%"),
+        ).fetchall()
+    return {r["step_key"]: r["payload"] for r in rows}
+
+
+def list_jobs(pool, limit: int = 20, status: str | None = None) -> list[dict]:
+    with pool.connection() as conn:
+        return conn.execute(
+            "SELECT id, status, step, question, created_at, updated_at FROM research_jobs"
+            " WHERE (%s::text IS NULL OR status = %s) ORDER BY created_at DESC LIMIT %s",
+            (status, status, limit),
+        ).fetchall()
+
+
+def stalled_jobs(pool, stalled_after_s: int) -> list[dict]:
+    with pool.connection() as conn:
+        return conn.execute(
+            "SELECT id FROM research_jobs WHERE status IN ('queued', 'running')"
+            " AND updated_at < now() - make_interval(secs => %s)", (stalled_after_s,)
+        ).fetchall()
+
+
+def touch(pool, job_id: str) -> None:
+    with pool.connection() as conn:
+        conn.execute("UPDATE research_jobs SET updated_at = now() WHERE id = %s", (job_id,))

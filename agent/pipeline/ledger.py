@@ -1,0 +1,68 @@
+"""Tool ledger and error classes (seed 002): every tool call with its parameters, timing, size, retries, error class."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from psycopg.types.json import Jsonb
+
+ERROR_CLASSES = ("parameter", "network", "authentication", "rate_limit", "data", "system", "unknown")
+
+
+def classify_error(exc: BaseException) -> str:
+    """Map an exception to a seed-002 error class, by type first, then by HTTP status or message."""
+    name = type(exc).__name__.lower()
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    text = str(exc).lower()
+    if status in (401, 403) or "auth" in name or "unauthori" in text or "api key" in text or "forbidden" in text:
+        return "authentication"
+    if status == 429 or "ratelimit" in name or "rate limit" in text or "quota" in text or "too many requests" in text:
+        return "rate_limit"
+    if status in (400, 422) or isinstance(exc, (TypeError, ValueError)) and "validation" in name or "invalid param" in text:
+        return "parameter"
+    if isinstance(exc, (ConnectionError, TimeoutError)) or any(k in name for k in ("timeout", "connect", "network")):
+        return "network"
+    if isinstance(exc, (KeyError, LookupError)) or "not found" in text or "no data" in text or status == 404:
+        return "data"
+    if isinstance(exc, (OSError, MemoryError, RuntimeError)) or (status is not None and status >= 500):
+        return "system"
+    return "unknown"
+
+
+class CallRecord:
+    def __init__(self):
+        self.result_size = 0
+
+
+@contextmanager
+def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, Any], retries: int = 0) -> Iterator[CallRecord]:
+    """Write one ledger row for the call, whether it succeeds or raises (the exception propagates)."""
+    rec = CallRecord()
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.perf_counter()
+    error_class = error = None
+    try:
+        yield rec
+    except BaseException as exc:
+        error_class, error = classify_error(exc), f"{type(exc).__name__}: {exc}"[:500]
+        raise
+    finally:
+        with pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                " ON CONFLICT (job_id, call_key) DO UPDATE SET duration_ms=EXCLUDED.duration_ms, result_size=EXCLUDED.result_size,"
+                " retries=EXCLUDED.retries, error_class=EXCLUDED.error_class, error=EXCLUDED.error, started_at=EXCLUDED.started_at",
+                (job_id, call_key, tool, Jsonb(params), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
+                 error_class, error),
+            )
+
+
+def load_ledger(pool, job_id: str) -> list[dict]:
+    with pool.connection() as conn:
+        return conn.execute(
+            "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error"
+            " FROM job_tool_calls WHERE job_id=%s ORDER BY started_at", (job_id,)
+        ).fetchall()

@@ -1,0 +1,73 @@
+"""The LLM roles every provider implements, with their request models.
+
+Each call returns (result, Usage). Requests carry a budget note (iterations and seconds left)
+that every prompt includes (seed 003).
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from agent.models import Company
+from agent.pipeline.models import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings
+
+
+class Usage(BaseModel):
+    prompt: int = 0
+    completion: int = 0
+
+
+class PlanRequest(BaseModel):
+    question: str
+    companies: list[Company]
+    tickers_hint: list[str] = Field(default_factory=list)
+    feedback: str | None = None
+    previous_plan: ResearchPlan | None = None
+    budget_note: str = ""
+
+
+class ExtractRequest(BaseModel):
+    question: str
+    reasoning: str
+    scope: str
+    evidence: list[Evidence]
+    markers: dict[str, str]  # citation_key -> '[3]'
+    max_findings: int = 5
+    budget_note: str = ""
+
+
+class ComposeRequest(BaseModel):
+    question: str
+    plan: ResearchPlan
+    findings: list[ScopeFindings]
+    evidence: list[Evidence]
+    markers: dict[str, str]
+    max_tokens: int
+    working_memory: str | None = None
+    feedback: str | None = None
+    budget_note: str = ""
+
+
+class EvaluateRequest(BaseModel):
+    question: str
+    plan: ResearchPlan
+    answer: Answer
+    scope: str  # 'all', 'AAPL:2024_q4', ...
+    evidence: list[Evidence]
+    markers: dict[str, str]
+    periods: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> period labels targeted
+    previous_keywords: list[str] = Field(default_factory=list)
+    budget_note: str = ""
+
+
+class LLMProvider(Protocol):
+    name: str
+
+    def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]: ...
+
+    def extract(self, req: ExtractRequest) -> tuple[ScopeFindings, Usage]: ...
+
+    def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]: ...
+
+    def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]: ...

@@ -1,0 +1,263 @@
+"""The `extractive` provider: every LLM role done deterministically, with no model.
+
+- plan: company registry + time-expression parser + keyword rules
+- extract: picks the sentences of a scope's evidence that best match the question (numbers preferred)
+- compose: arranges those verbatim sentences by company and period, each with its citation marker
+- evaluate: heuristics; accuracy checks that every figure in a sentence appears in its cited chunk
+"""
+from __future__ import annotations
+
+import re
+
+from agent.pipeline.models import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
+from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
+from agent.providers.llm.lexicon import (
+    FINANCE_TERMS,
+    concept_groups,
+    expand_queries,
+    pick_mode,
+    route_sources,
+)
+from agent.retrieval.companies import find_tickers
+from agent.retrieval.periods import find_time_refs
+from agent.settings import AnswerMode
+from agent.text import content_words, normalise_number, numbers, sentences, stem
+
+_MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
+_BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|operator instructions|please go ahead|next question", re.I)
+
+
+def _words(text: str) -> set[str]:
+    return {stem(w) for w in content_words(text)}
+
+
+class ExtractiveProvider:
+    name = "extractive"
+
+    # ---------- stage 2: plan ----------
+    def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
+        q = req.question if not req.feedback else f"{req.question} {req.feedback}"
+        tickers = [t.upper() for t in req.tickers_hint] or find_tickers(req.question, req.companies)
+        refs = find_time_refs(req.question)
+        words = content_words(q)
+        finance = any(stem(w) in FINANCE_TERMS or w in FINANCE_TERMS for w in words)
+        if not tickers and not finance:
+            return self._invalid(req, "This does not look like a question about a public company's results, filings or news."), Usage()
+        if not tickers:
+            return self._invalid(req, "No known company was named. Name one by ticker or name (e.g. NVDA, Apple)."), Usage()
+        sources = route_sources(q)
+        lowered = q.lower()
+        if len(tickers) > 1:
+            qtype = "comparison" if re.search(r"\bcompar|\bvs\.?\b|\bversus\b|\brelative to\b|\bagainst\b", lowered) else "multiple_companies"
+        else:
+            qtype = "single_company"
+        topic_words = [w for w in words if w.upper() not in tickers and not any(w in n.lower() for n in _names(req, tickers))]
+        topic = " ".join(dict.fromkeys(topic_words))[:80] or "financial results"
+        plan = ResearchPlan(
+            reasoning=(
+                f"The user asks about {topic} for {', '.join(tickers)}"
+                f"{' over ' + ', '.join(refs) if refs else ''}. I will search "
+                f"{' and '.join(s.replace('_', ' ') for s in sources)} for specific figures, the periods involved "
+                "and management's explanations, then check every figure against its source."
+            ),
+            tickers=tickers,
+            time_refs=refs,
+            intent=_intent(lowered),
+            topic=topic,
+            question_type=qtype,
+            answer_mode=pick_mode(lowered, len(tickers), refs),
+            data_sources=sources,
+            needs_latest_news="news" in sources,
+            needs_10k="10k" in sources,
+            search_queries=expand_queries(topic_words, lowered),
+            is_valid=True,
+            confidence=0.9 if refs else 0.8,
+        )
+        return plan, Usage()
+
+    @staticmethod
+    def _invalid(req: PlanRequest, reason: str) -> ResearchPlan:
+        return ResearchPlan(reasoning=reason, is_valid=False, invalid_reason=reason, confidence=0.95,
+                            answer_mode=AnswerMode.direct)
+
+    # ---------- stage 4a: extract findings from one scope ----------
+    def extract(self, req: ExtractRequest) -> tuple[ScopeFindings, Usage]:
+        wanted = _words(req.question) | _words(req.reasoning.split(". I will")[0])
+        groups = concept_groups(req.question)
+        scored: list[tuple[float, int, str, str]] = []
+        for order, ev in enumerate(req.evidence):
+            for sent in sentences(ev.text):
+                if sent.endswith("?") or _BOILERPLATE.search(sent):
+                    continue
+                sw = _words(sent)
+                overlap = len(wanted & sw)
+                concept_hits = sum(1 for g in groups if g & sw)
+                figures = numbers(sent)
+                score = overlap + 1.5 * concept_hits + (1.5 if figures else 0) + (0.5 if any("$" in f or "%" in f for f in figures) else 0)
+                score += 0.3 * ev.score
+                if overlap or concept_hits:
+                    scored.append((score, -order, sent, ev.citation_key))
+        scored.sort(reverse=True)
+        picked: list[Finding] = []
+        seen: set[str] = set()
+        for _, _, sent, key in scored:
+            sig = " ".join(sorted(_words(sent)))[:200]
+            if sig in seen:
+                continue
+            seen.add(sig)
+            picked.append(Finding(citation_key=key, text=sent))
+            if len(picked) >= req.max_findings:
+                break
+        return ScopeFindings(scope=req.scope, findings=picked), Usage()
+
+    # ---------- stage 4b: compose the cited answer ----------
+    def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
+        by_key = {e.citation_key: e for e in req.evidence}
+        lines: list[str] = []
+        budget_chars = req.max_tokens * 4
+        for ticker in req.plan.tickers or sorted({e.ticker for e in req.evidence if e.ticker}):
+            scopes = sorted((s for s in req.findings if s.scope.startswith(f"{ticker}:")), key=_scope_order)
+            body = []
+            for scope in scopes:
+                if not scope.findings:
+                    continue
+                label = _scope_label(scope.scope, by_key, scope.findings)
+                text = " ".join(f"{_clean(f.text)} {req.markers[f.citation_key]}" for f in scope.findings if f.citation_key in req.markers)
+                body.append(f"- {label}: {text}")
+            if body:
+                lines.append(f"**{ticker}**")
+                lines += body
+        news = [s for s in req.findings if s.scope == "news" and s.findings]
+        for scope in news:
+            lines.append("**Recent news**")
+            lines += [f"- {_clean(f.text)} {req.markers[f.citation_key]}" for f in scope.findings if f.citation_key in req.markers]
+        if not lines:
+            return Answer(text="I could not find evidence in the ingested sources that answers this question."), Usage()
+        text = "\n".join(lines)
+        if len(text) > budget_chars:
+            text = text[:budget_chars].rsplit("\n", 1)[0]
+        return Answer(text=text), Usage()
+
+    # ---------- stage 5: evaluate ----------
+    def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]:
+        answer_sents = [s for s in req.answer.text.split("\n") if s.strip().startswith("-")]
+        evidence = {e.citation_key: e for e in req.evidence}
+        marker_to_key = {m: k for k, m in req.markers.items()}
+        issues, missing, keywords = [], [], []
+
+        # completeness: every targeted (ticker, period) covered, every concept of the question addressed
+        aspects, covered = 0, 0
+        answer_words = _words(req.answer.text)
+        for ticker, labels in req.periods.items():
+            for label in labels:
+                aspects += 1
+                if any(label in s and ticker in _ticker_block(req.answer.text, s) for s in answer_sents):
+                    covered += 1
+                else:
+                    missing.append(f"{ticker} {label}: no cited figures")
+                    keywords.append(f"{req.plan.topic} {label} results")
+        for group in concept_groups(req.question):
+            aspects += 1
+            if group & answer_words:
+                covered += 1
+            else:
+                name = sorted(group)[0]
+                missing.append(f"nothing on '{name}' yet")
+                keywords += expand_queries([name], name)[:1]
+        completeness = round(100 * covered / aspects) if aspects else (80 if answer_sents else 0)
+
+        # specificity: sentences with figures and citations
+        with_numbers = sum(1 for s in answer_sents if numbers(_MARKER.sub("", s)))
+        cited = sum(1 for s in answer_sents if _MARKER.search(s))
+        specificity = 0 if not answer_sents else min(100, round(40 + 60 * with_numbers / len(answer_sents) * (cited / len(answer_sents))) + 5)
+        if answer_sents and with_numbers < len(answer_sents):
+            issues.append("some statements carry no specific figures")
+
+        # accuracy: every figure must appear in the chunk its marker cites
+        checked, verified = 0, 0
+        for line in answer_sents:
+            for sent_text, markers in _sentences_with_markers(line):
+                if not any(marker_to_key.get(m) in evidence for m in markers):
+                    continue  # cited evidence outside this scope: another scope's evaluation checks it
+                sources = " ".join(evidence[marker_to_key[m]].text for m in markers if marker_to_key.get(m) in evidence)
+                for fig in numbers(sent_text):
+                    checked += 1
+                    if normalise_number(fig) in {normalise_number(x) for x in numbers(sources)}:
+                        verified += 1
+                    else:
+                        issues.append(f"figure {fig} not found in its cited source")
+        accuracy = 100 if checked == 0 else round(100 * verified / checked)
+
+        clarity = 90 if len(answer_sents) >= 1 else 30
+        if len(req.answer.text) > 12000:
+            clarity -= 15
+        keywords = [k for k in dict.fromkeys(keywords) if k not in req.previous_keywords][:4]
+        ev = Evaluation(
+            completeness_score=completeness,
+            specificity_score=specificity,
+            accuracy_score=accuracy,
+            clarity_score=clarity,
+            issues=issues[:8],
+            missing_info=missing[:8],
+            suggestions=[f"Search for {k}" for k in keywords],
+            is_sufficient=completeness >= 95 and accuracy == 100 and specificity >= 80,
+            followup_keywords=keywords,
+            needs_transcript_search=bool(keywords),
+            scope=req.scope,
+        )
+        return ev, Usage()
+
+
+def _names(req: PlanRequest, tickers: list[str]) -> list[str]:
+    return [n for c in req.companies if c.ticker in tickers for n in [c.name, *c.aliases]]
+
+
+def _intent(q: str) -> str:
+    if re.search(r"\bcompar|\bvs\b|versus", q):
+        return "compare companies"
+    if re.search(r"\btrend|over the|grown|growth|change", q):
+        return "understand a trend"
+    if re.search(r"\bwhy\b|drove|driv|reason|cause", q):
+        return "explain a result"
+    return "look up a figure"
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _scope_order(scope) -> tuple:
+    part = scope.scope.split(":", 1)[1]
+    return (part.startswith("10k"), part)
+
+
+def _scope_label(scope: str, by_key, findings) -> str:
+    part = scope.split(":", 1)[1]
+    if part.startswith("10k"):
+        ev = by_key.get(findings[0].citation_key)
+        return f"10-K FY{ev.fiscal_year}" if ev and ev.fiscal_year else "10-K"
+    year, q = part.split("_q")
+    return f"Q{q} {year}"
+
+
+def _ticker_block(answer: str, line: str) -> str:
+    """The '**TICKER**' heading that a bullet line sits under."""
+    head = ""
+    for row in answer.split("\n"):
+        if row.startswith("**"):
+            head = row
+        if row == line:
+            return head
+    return head
+
+
+def _sentences_with_markers(line: str) -> list[tuple[str, list[str]]]:
+    """Split a bullet into (sentence, the markers that follow it)."""
+    out = []
+    for part in re.split(r"(?<=\])\s+", line):
+        markers = _MARKER.findall(part)
+        text = _MARKER.sub("", part)
+        text = re.sub(r"^-\s*(Q\d \d{4}|10-K FY\d{4}|10-K):\s*", "", text.strip())
+        if markers:
+            out.append((text, markers))
+    return out

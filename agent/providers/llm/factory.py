@@ -1,0 +1,43 @@
+"""Build the configured LLM provider; optionally with an injected per-call latency (benchmarks)."""
+from __future__ import annotations
+
+import time
+
+from agent.settings import Settings
+
+ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
+
+
+class DelayedProvider:
+    """Adds a fixed latency to every role call, to model a remote LLM in benchmarks."""
+
+    def __init__(self, inner, latency_s: float):
+        self.inner, self.latency_s = inner, latency_s
+        self.name = inner.name
+
+    def __getattr__(self, role):
+        fn = getattr(self.inner, role)
+        if role not in ROLES:
+            return fn
+
+        def delayed(*args, **kwargs):
+            time.sleep(self.latency_s)
+            return fn(*args, **kwargs)
+
+        return delayed
+
+
+def make_llm(settings: Settings):
+    if settings.llm_provider == "openai":
+        from agent.providers.llm.openai_provider import OpenAIProvider
+
+        provider = OpenAIProvider(settings)
+    elif settings.llm_provider == "scripted":
+        from agent.providers.llm.scripted import ScriptedProvider
+
+        provider = ScriptedProvider.from_settings(settings)
+    else:
+        from agent.providers.llm.extractive import ExtractiveProvider
+
+        provider = ExtractiveProvider()
+    return DelayedProvider(provider, settings.llm_latency_s) if settings.llm_latency_s > 0 else provider

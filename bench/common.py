@@ -1,0 +1,180 @@
+"""Helpers shared by the benchmarks: fresh environment, percentiles, machine facts, docs sections,
+a fast HashEmbedder twin and bulk loading of synthetic transcript chunks."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import platform
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "benchmarks.md"
+INTRO = (
+    "# Benchmarks\n\n"
+    "Measured figures for finagent, each section written by its script under `bench/`.\n"
+    "Re-run a script to refresh its section; other sections are left untouched.\n"
+)
+
+
+def fresh_env(data_dir: str | None, **env: str) -> Path:
+    """Point FINAGENT_* at a private data dir (before agent.settings is first read)."""
+    path = Path(data_dir or tempfile.mkdtemp(prefix="finagent-bench-"))
+    for key in ("FINAGENT_DATABASE_URL", "FINAGENT_REDIS_URL"):
+        os.environ.pop(key, None)
+    os.environ["FINAGENT_DATA_DIR"] = str(path)
+    os.environ.update({f"FINAGENT_{k.upper()}": v for k, v in env.items()})
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
+
+
+def machine() -> dict:
+    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+
+
+def today() -> str:
+    return dt.date.today().isoformat()
+
+
+def write_section(name: str, body: str, path: Path = DOCS) -> None:
+    """Replace the text between <!-- bench:NAME:start --> and <!-- bench:NAME:end --> (appending it if absent)."""
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    block = f"{start}\n{body.strip()}\n{end}"
+    text = path.read_text() if path.exists() else INTRO
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+# --- embeddings ------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")  # the same tokens as agent.providers.embeddings
+
+
+class FastHashEmbedder:
+    """Bit-for-bit the vectors of agent.providers.embeddings.HashEmbedder, with a memo per n-gram."""
+
+    def __init__(self, dim: int = 384):
+        self.dim = dim
+        self._grams: dict[str, tuple[int, float]] = {}
+
+    def _gram(self, gram: str) -> tuple[int, float]:
+        hit = self._grams.get(gram)
+        if hit is None:
+            digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
+            hit = self._grams[gram] = (int.from_bytes(digest[:4], "little") % self.dim, 1.0 if digest[4] & 1 else -1.0)
+        return hit
+
+    def embed_one(self, text: str) -> np.ndarray:
+        tokens = _TOKEN.findall(text.lower())
+        grams = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+        row = np.zeros(self.dim, dtype=np.float32)
+        if grams:
+            idx, sign = zip(*(self._gram(g) for g in grams))
+            row[:] = np.bincount(idx, weights=sign, minlength=self.dim)  # integer sums: exact in float32
+        norm = np.linalg.norm(row)
+        if norm:
+            row /= norm
+        else:
+            row[0] = 1.0
+        return row
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+# --- synthetic transcript corpus -------------------------------------------------------------
+
+_SENT = re.compile(r"(?<=[.!?])\s+")
+_NUM = re.compile(r"(?<![\d.])(?!(?:19|20)\d\d\b)\d+(?:\.\d+)?")  # numbers, but not years
+_VOCAB = ("revenue margin guidance growth deposits loans capex outlook demand pricing costs expense credit "
+          "quarter year customers segment volume inventory supply cash flow buyback dividend rates fee income "
+          "net interest reserves capital operating leverage backlog orders retail commercial digital cloud").split()
+
+
+def real_chunks(folder: Path, size: int = 1000, overlap: int = 150) -> list[list[tuple[str, str, str]]]:
+    """Real transcripts chunked by the project's chunker: per document, (speaker, section, text) chunks."""
+    from agent.ingest.chunking import chunk_turns
+    from agent.ingest.errors import IngestError
+    from agent.ingest.transcripts import parse_transcript
+
+    docs = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            turns = parse_transcript(path).turns
+        except IngestError:
+            continue
+        docs.append([(c.speaker, c.section, c.text) for c in chunk_turns(turns, size, overlap)])
+    return docs or _vocabulary_chunks()
+
+
+def _vocabulary_chunks(n_docs: int = 40, per_doc: int = 60) -> list[list[tuple[str, str, str]]]:
+    rng = np.random.default_rng(7)
+    def sentence() -> str:
+        return " ".join(rng.choice(_VOCAB, int(rng.integers(8, 20)))).capitalize() + f" {rng.integers(1, 99)}%."
+    return [[("Speaker", "qa" if i > per_doc // 2 else "prepared_remarks", " ".join(sentence() for _ in range(8)))
+             for i in range(per_doc)] for _ in range(n_docs)]
+
+
+def _vary(text: str, pool: list[str], rng: np.random.Generator) -> str:
+    """Swap about a quarter of the sentences for others from the corpus and nudge every number."""
+    sentences = [pool[int(rng.integers(len(pool)))] if rng.random() < 0.25 else s for s in _SENT.split(text)]
+    def nudge(m: re.Match) -> str:
+        value = float(m.group()) * rng.uniform(0.8, 1.25)
+        return f"{value:.{len(m.group().partition('.')[2])}f}"
+    return _NUM.sub(nudge, " ".join(sentences))
+
+
+def synthetic_docs(base: list[list[tuple[str, str, str]]], tickers: Iterable[str],
+                   quarters: list[tuple[int, int]], seed: int = 11) -> Iterator[tuple[str, int, int, list]]:
+    """(ticker, year, quarter, chunks): each synthetic call is a varied copy of a real one."""
+    pool = [s for doc in base for _, _, t in doc for s in _SENT.split(t) if len(s) > 40]
+    for ti, ticker in enumerate(tickers):
+        for qi, (year, quarter) in enumerate(quarters):
+            rng = np.random.default_rng([seed, ti, qi])
+            doc = base[(ti * len(quarters) + qi) % len(base)]
+            yield ticker, year, quarter, [(sp, sec, _vary(t, pool, rng)) for sp, sec, t in doc]
+
+
+_CHUNK_COLS = ("document_id", "ticker", "fiscal_year", "fiscal_quarter", "speaker", "section", "chunk_index", "text",
+               "embedding")
+_CHUNK_TYPES = ["int8", "text", "int4", "int4", "text", "text", "int4", "text", "vector"]
+
+
+def bulk_load(conn, docs: list[tuple[str, int, int, list]], embedder: FastHashEmbedder) -> int:
+    """COPY (binary) documents and their embedded chunks; the caller commits. Returns chunks written."""
+    from agent.retrieval.companies import ensure_company
+
+    for ticker in dict.fromkeys(d[0] for d in docs):
+        ensure_company(conn, ticker, f"Synthetic {ticker}")
+    with conn.cursor() as cur:
+        with cur.copy("COPY documents (kind, ticker, fiscal_year, fiscal_quarter, source_path, content_hash)"
+                      " FROM STDIN") as copy:
+            for ticker, year, quarter, _ in docs:
+                copy.write_row(("transcript", ticker, year, quarter, f"synthetic://{ticker}/{year}_q{quarter}", "-"))
+        keys = [(d[0], d[1], d[2]) for d in docs]
+        rows = cur.execute("SELECT id, ticker, fiscal_year, fiscal_quarter FROM documents WHERE kind = 'transcript'"
+                           " AND (ticker, fiscal_year, fiscal_quarter) IN (SELECT * FROM unnest(%s::text[], %s::int[],"
+                           " %s::int[]))", ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys])).fetchall()
+        ids = {(r["ticker"], r["fiscal_year"], r["fiscal_quarter"]): r["id"] for r in rows}
+        n = 0
+        with cur.copy(f"COPY transcript_chunks ({', '.join(_CHUNK_COLS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_CHUNK_TYPES)
+            for ticker, year, quarter, chunks in docs:
+                vecs = embedder.embed([c[2] for c in chunks])
+                for i, ((speaker, section, text), vec) in enumerate(zip(chunks, vecs)):
+                    copy.write_row((ids[(ticker, year, quarter)], ticker, year, quarter, speaker, section, i, text, vec))
+                n += len(chunks)
+    return n

@@ -1,0 +1,75 @@
+"""`finagent ask` / `finagent demo`: submit a job through Celery, print its events live, then the answer."""
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+
+from agent.pipeline import jobstore
+from agent.pipeline.events import Event, follow
+from agent.pipeline.models import JobRequest, JobResult
+
+console = Console(stderr=True)
+_STYLE = {"error": "red", "agent_decision": "cyan", "iteration_start": "bold", "result": "green", "job_status": "magenta"}
+
+
+def _describe(ev: Event) -> str:
+    d = ev.data
+    if ev.type == "planning":
+        extra = f" periods={d.get('periods')}" if d.get("periods") else ""
+        extra += f" 10-K={d.get('tenk')}" if d.get("tenk") else ""
+        extra += f" problems={d.get('problems')}" if d.get("problems") else ""
+        return f"{ev.message} mode={d.get('answer_mode')} sources={d.get('data_sources')}{extra}"
+    if ev.type == "agent_decision":
+        return f"{ev.message} will_iterate={d.get('will_iterate')} ({d.get('reason')})"
+    if ev.type == "result":
+        return "final answer ready"
+    return ev.message or json.dumps(d)
+
+
+def print_event(ev: Event) -> None:
+    style = _STYLE.get(ev.type, "")
+    label = f"[{style}]{ev.type:<19}[/{style}]" if style else f"{ev.type:<19}"
+    console.print(f"{label} {_describe(ev)}")
+
+
+def print_result(result: JobResult) -> None:
+    out = Console()
+    title = f"{result.status} · confidence {result.confidence:.0%} · {result.iterations} iteration(s) · {result.chunks_used} chunks · provider {result.provider}"
+    out.print(Panel(Markdown(result.answer or "(no answer)"), title=title))
+    if result.citations:
+        table = Table("marker", "source", "ticker", "period", "excerpt")
+        for c in result.citations:
+            table.add_row(c.marker, c.source_type, c.ticker or "", c.period, c.text[:140].replace("\n", " ") + "…")
+        out.print(table)
+    if result.termination_reason:
+        out.print(f"stopped because: {result.termination_reason}")
+    for p in result.problems:
+        out.print(f"[yellow]note:[/yellow] {p}")
+
+
+def run_question(request: JobRequest, as_json: bool, timeout_s: float = 900) -> JobResult:
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap(workers=True)
+    from tasks.coordinator import create
+
+    job_id, _ = create(request)
+    if not as_json:
+        console.print(f"job {job_id}")
+    for ev in follow(ctx.redis, job_id, timeout_s=timeout_s):
+        if not as_json:
+            print_event(ev)
+    job = jobstore.load_job(ctx.pool, job_id)
+    if job.result is None:
+        console.print(f"[red]job {job_id} did not finish within {timeout_s:.0f}s (status {job.status}, step {job.step})[/red]")
+        raise typer.Exit(code=3)
+    if as_json:
+        typer.echo(job.result.model_dump_json(indent=2))
+    else:
+        print_result(job.result)
+    return job.result

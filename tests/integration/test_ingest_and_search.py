@@ -1,0 +1,364 @@
+"""Ingestion of the real transcripts through the Celery fan-out, and hybrid search over them,
+on the embedded Postgres+pgvector and Redis (hash embedder)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from agent.models import Period, SearchFilters
+from agent.retrieval.availability import invalidate
+from agent.retrieval.hybrid import hybrid_search, or_tsquery_text
+from agent.retrieval.service import SearchRequest, search
+from ops.ingest_runner import ingest
+
+pytestmark = pytest.mark.integration
+
+QUERY = "net interest margin and deposit costs"
+SNV_PERIODS = ["2019_q4", "2020_q2", "2020_q4", "2021_q1", "2021_q2", "2021_q3", "2021_q4"]
+
+
+def _counts(ctx) -> dict[str, int]:
+    with ctx.pool.connection() as conn:
+        return {
+            t: conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"]
+            for t in ("documents", "transcript_chunks", "embedding_cache", "companies")
+        }
+
+
+def _drop_tickers(ctx, tickers: list[str]) -> None:
+    with ctx.pool.connection() as conn:
+        conn.execute("DELETE FROM documents WHERE ticker = ANY(%s)", (tickers,))  # chunks cascade
+        conn.execute("DELETE FROM companies WHERE ticker = ANY(%s)", (tickers,))
+    for t in tickers:
+        invalidate(ctx.redis, t)
+
+
+@pytest.fixture(scope="module")
+def ingested(ctx, worker, shared_data) -> SimpleNamespace:
+    """All 68 real transcripts, ingested once with the embedding fan-out on the worker."""
+    with ctx.pool.connection() as conn:  # independent of what earlier modules ingested
+        tickers = [r["ticker"] for r in conn.execute("SELECT DISTINCT ticker FROM documents")]
+        conn.execute("DELETE FROM documents WHERE kind = 'transcript'")
+        conn.execute("DELETE FROM embedding_cache WHERE model = 'hash'")  # so the fan-out must fill it
+    for t in tickers:
+        invalidate(ctx.redis, t)
+    calls_before = ctx.embedder.model_calls
+    report = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=True, quiet=True)
+    return SimpleNamespace(report=report, local_model_calls=ctx.embedder.model_calls - calls_before)
+
+
+@pytest.fixture(scope="module")
+def corpus(ingested):
+    return ingested.report
+
+
+# ---------------------------------------------------------------- ingestion
+
+
+def test_all_real_transcripts_are_added(corpus):
+    assert len(corpus.files) == 68
+    assert {f.status for f in corpus.files} == {"added"}, [f for f in corpus.files if f.status != "added"]
+    assert all(f.chunks > 0 for f in corpus.files)
+    assert corpus.chunks_embedded == sum(f.chunks for f in corpus.files)
+
+
+def test_chunk_counts_in_db_match_the_report(ctx, corpus):
+    with ctx.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT d.source_path, d.ticker, d.fiscal_year, d.fiscal_quarter, count(c.id) AS n,"
+            " min(c.chunk_index) AS lo, max(c.chunk_index) AS hi"
+            " FROM documents d JOIN transcript_chunks c ON c.document_id = d.id"
+            " WHERE d.kind = 'transcript' GROUP BY d.id"
+        ).fetchall()
+        total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
+    by_path = {r["source_path"]: r for r in rows}
+    assert len(by_path) == 68
+    for f in corpus.files:
+        r = by_path[f.path]
+        assert r["n"] == f.chunks, f.path
+        assert (r["lo"], r["hi"]) == (0, f.chunks - 1), f.path  # contiguous chunk indexes
+        ticker, year, q = Path(f.path).stem.split("_")
+        assert (r["ticker"], r["fiscal_year"], r["fiscal_quarter"]) == (ticker, int(year), int(q[1:]))
+    assert total == sum(f.chunks for f in corpus.files)
+
+
+def test_the_workers_embedded_every_chunk_into_the_shared_cache(ctx, ingested):
+    # this process made no model call: every vector it wrote came from the cache the worker filled
+    assert ingested.local_model_calls == 0
+    with ctx.pool.connection() as conn:
+        missing = conn.execute(
+            "SELECT count(*) AS n FROM transcript_chunks c WHERE NOT EXISTS (SELECT 1 FROM embedding_cache e"
+            " WHERE e.model = 'hash' AND e.text_hash = encode(sha256(convert_to(c.text, 'UTF8')), 'hex'))"
+        ).fetchone()["n"]
+        distinct = conn.execute("SELECT count(DISTINCT text) AS n FROM transcript_chunks").fetchone()["n"]
+        cached = conn.execute("SELECT count(*) AS n FROM embedding_cache WHERE model = 'hash'").fetchone()["n"]
+    assert missing == 0
+    assert cached == distinct
+
+
+def test_second_ingest_changes_nothing(ctx, corpus, shared_data):
+    before = _counts(ctx)
+    with ctx.pool.connection() as conn:
+        ids_before = [r["id"] for r in conn.execute("SELECT id FROM transcript_chunks ORDER BY id")]
+    again = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=True, quiet=True)
+    assert len(again.files) == 68
+    assert {f.status for f in again.files} == {"unchanged"}
+    assert again.chunks_embedded == 0
+    assert {f.path: f.chunks for f in again.files} == {f.path: f.chunks for f in corpus.files}
+    assert _counts(ctx) == before
+    with ctx.pool.connection() as conn:
+        assert [r["id"] for r in conn.execute("SELECT id FROM transcript_chunks ORDER BY id")] == ids_before
+
+
+def test_malformed_file_in_a_batch(ctx, corpus, worker, shared_data, tmp_path):
+    src = shared_data / "transcripts"
+    fake = ["ZZA", "ZZB", "ZZC", "ZZD"]
+    shutil.copy(src / "SNV_2021_q1.json", tmp_path / "ZZA_2021_q1.json")
+    shutil.copy(src / "BMI_2020_q3.json", tmp_path / "ZZB_2020_q3.json")
+    shutil.copy(src / "CPF_2021_q2.json", tmp_path / "ZZC_q2_2021.json")  # upstream name form
+    broken = tmp_path / "ZZD_2021_q1.json"
+    broken.write_text('{"prepared_remarks": [{"speaker": "Operator", "speech": "Good mor')
+    try:
+        report = ingest(ctx, "transcript", [tmp_path], fanout=True, quiet=True)
+        by_name = {Path(f.path).name: f for f in report.files}
+        assert set(by_name) == {"ZZA_2021_q1.json", "ZZB_2020_q3.json", "ZZC_q2_2021.json", "ZZD_2021_q1.json"}
+        bad = by_name["ZZD_2021_q1.json"]
+        assert bad.status == "error" and bad.chunks == 0
+        assert "malformed JSON" in bad.reason
+        assert report.errors == [bad]
+        with ctx.pool.connection() as conn:
+            docs = conn.execute(
+                "SELECT d.ticker, d.fiscal_year, d.fiscal_quarter, d.source_path, count(c.id) AS n FROM documents d"
+                " JOIN transcript_chunks c ON c.document_id = d.id WHERE d.ticker = ANY(%s) GROUP BY d.id", (fake,)
+            ).fetchall()
+            assert conn.execute("SELECT count(*) AS n FROM documents WHERE source_path = %s",
+                                (str(broken),)).fetchone()["n"] == 0
+            assert conn.execute("SELECT count(*) AS n FROM companies WHERE ticker = 'ZZD'").fetchone()["n"] == 0
+        written = {(d["ticker"], d["fiscal_year"], d["fiscal_quarter"]): d for d in docs}
+        assert set(written) == {("ZZA", 2021, 1), ("ZZB", 2020, 3), ("ZZC", 2021, 2)}
+        for name, key in (("ZZA_2021_q1.json", ("ZZA", 2021, 1)), ("ZZB_2020_q3.json", ("ZZB", 2020, 3)),
+                          ("ZZC_q2_2021.json", ("ZZC", 2021, 2))):
+            assert by_name[name].status == "added"
+            assert written[key]["n"] == by_name[name].chunks > 0
+            assert written[key]["source_path"] == by_name[name].path
+    finally:
+        _drop_tickers(ctx, fake)
+
+
+def test_changed_content_replaces_the_document(ctx, corpus, shared_data, tmp_path):
+    path = tmp_path / "ZZR_2021_q1.json"
+    data = json.loads((shared_data / "transcripts" / "CPF_2021_q1.json").read_text())
+    path.write_text(json.dumps(data))
+    try:
+        first = ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        assert [f.status for f in first.files] == ["added"]
+        longest = max(range(len(data["q_and_a"])), key=lambda i: len(data["q_and_a"][i]["speech"]))
+        removed_text = " ".join(data["q_and_a"][longest]["speech"].split())[:80]
+        assert len(removed_text) == 80
+        with ctx.pool.connection() as conn:  # the old text is there before the change
+            assert conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE ticker = 'ZZR' AND position(%s in text) > 0",
+                                (removed_text,)).fetchone()["n"] >= 1
+        sentinel = "Zorblax quarterly sentinel remark about widget deposits."
+        data["q_and_a"][longest]["speech"] = sentinel
+        data["prepared_remarks"] = data["prepared_remarks"][:-1]  # one turn fewer: fewer chunks
+        path.write_text(json.dumps(data))
+
+        second = ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        assert [f.status for f in second.files] == ["replaced"]
+        assert second.files[0].chunks != first.files[0].chunks
+        with ctx.pool.connection() as conn:
+            docs = conn.execute("SELECT id, content_hash FROM documents WHERE ticker = 'ZZR'").fetchall()
+            assert len(docs) == 1
+            chunks = conn.execute("SELECT document_id, chunk_index, text FROM transcript_chunks WHERE ticker = 'ZZR'"
+                                  " ORDER BY chunk_index").fetchall()
+            orphans = conn.execute("SELECT count(*) AS n FROM transcript_chunks c WHERE NOT EXISTS"
+                                   " (SELECT 1 FROM documents d WHERE d.id = c.document_id)").fetchone()["n"]
+        assert orphans == 0
+        assert len(chunks) == second.files[0].chunks
+        assert {c["document_id"] for c in chunks} == {docs[0]["id"]}
+        assert [c["chunk_index"] for c in chunks] == list(range(len(chunks)))  # no duplicates, no gaps
+        texts = "\n".join(c["text"] for c in chunks)
+        assert sentinel in texts
+        assert removed_text not in texts
+
+        # the new text is searchable
+        vec = ctx.embed_query("Zorblax sentinel widget deposits")
+        hits = hybrid_search(ctx.pool, "Zorblax sentinel widget", vec, SearchFilters(tickers=["ZZR"]), top_k=3)
+        assert sentinel in hits[0].text
+        third = ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        assert [f.status for f in third.files] == ["unchanged"]
+    finally:
+        _drop_tickers(ctx, ["ZZR"])
+
+
+# ---------------------------------------------------------------- search
+
+
+def test_search_last_3_quarters_is_the_tickers_own_latest_3(ctx, corpus):
+    resp = search(ctx, SearchRequest(query=QUERY, tickers=["SNV"], time_refs=["last 3 quarters"], top_k=60))
+    assert resp.problems == []
+    assert resp.periods == {"SNV": ["2021_q2", "2021_q3", "2021_q4"]}
+    assert len(resp.hits) == 60
+    assert {h.ticker for h in resp.hits} == {"SNV"}
+    assert {(h.fiscal_year, h.fiscal_quarter) for h in resp.hits} == {(2021, 2), (2021, 3), (2021, 4)}
+
+
+def test_search_two_companies_resolve_their_own_calendars(ctx, corpus):
+    resp = search(ctx, SearchRequest(query=QUERY, tickers=["SNV", "DRI"], time_refs=["last 2 quarters"], top_k=10))
+    assert resp.periods == {"SNV": ["2021_q3", "2021_q4"], "DRI": ["2022_q1", "2022_q2"]}
+    allowed = {("SNV", 2021, 3), ("SNV", 2021, 4), ("DRI", 2022, 1), ("DRI", 2022, 2)}
+    assert {(h.ticker, h.fiscal_year, h.fiscal_quarter) for h in resp.hits} <= allowed
+    assert {h.ticker for h in resp.hits} == {"SNV", "DRI"}
+    assert len(resp.hits) == 20
+    assert [h.score for h in resp.hits] == sorted((h.score for h in resp.hits), reverse=True)
+
+
+def test_search_missing_quarter_gives_a_problem_and_no_hits(ctx, corpus):
+    resp = search(ctx, SearchRequest(query=QUERY, tickers=["SNV"], time_refs=["Q4 2024"]))
+    assert resp.hits == []
+    assert resp.periods == {}
+    assert len(resp.problems) == 1
+    assert "Q4 2024" in resp.problems[0] and "SNV" in resp.problems[0]
+    assert "Q4 2019" in resp.problems[0] and "Q4 2021" in resp.problems[0]
+
+
+def test_search_unknown_ticker_is_a_problem(ctx, corpus):
+    resp = search(ctx, SearchRequest(query=QUERY, tickers=["NOPE"], time_refs=["latest"]))
+    assert resp.hits == [] and "NOPE" in resp.problems[0]
+
+
+def test_available_periods_match_the_readme(ctx, corpus):
+    resp = search(ctx, SearchRequest(query=QUERY, tickers=["SNV"], time_refs=["last 20 quarters"], top_k=1))
+    assert resp.periods == {"SNV": SNV_PERIODS}
+    assert "7" in resp.problems[0]
+
+
+def _brute_force(ctx, query: str, vec: np.ndarray, where: str, params: tuple, top_k: int, n: int):
+    """The hybrid ranking recomputed in Python over every row of the scope."""
+    with ctx.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, embedding, ts_rank_cd(tsv, to_tsquery('english', %s)) AS rank,"
+            f" tsv @@ to_tsquery('english', %s) AS match FROM transcript_chunks {where}",
+            (or_tsquery_text(query), or_tsquery_text(query), *params),
+        ).fetchall()
+    ids = np.array([r["id"] for r in rows])
+    emb = np.stack([np.asarray(r["embedding"].to_numpy() if hasattr(r["embedding"], "to_numpy") else r["embedding"],
+                               dtype=np.float64) for r in rows])
+    q = np.asarray(vec, dtype=np.float64)
+    sims = emb @ q / (np.linalg.norm(emb, axis=1) * np.linalg.norm(q))
+    ranks = np.array([float(r["rank"]) for r in rows])
+    match = np.array([bool(r["match"]) for r in rows])
+    sem = set(ids[np.argsort(-sims, kind="stable")[:n]])
+    kw_idx = np.where(match)[0]
+    kw = set(ids[kw_idx[np.argsort(-ranks[kw_idx], kind="stable")[:n]]])
+    cand = np.isin(ids, list(sem | kw))
+    s, k = sims[cand], np.where(match, ranks, 0.0)[cand]
+
+    def norm(v):
+        return np.ones_like(v) * (1.0 if v.max() > 0 else 0.0) if v.max() - v.min() < 1e-12 else (v - v.min()) / (v.max() - v.min())
+
+    score = 0.7 * norm(s) + 0.3 * norm(k)
+    order = np.lexsort((ids[cand], -score))
+    return {int(i): float(sc) for i, sc in zip(ids[cand][order], score[order])}, [int(i) for i in ids[cand][order][:top_k]]
+
+
+def _assert_same_ranking(hits, expected_scores: dict[int, float], expected_ids: list[int]):
+    got = [h.chunk_id for h in hits]
+    for h in hits:
+        assert h.score == pytest.approx(expected_scores[h.chunk_id], abs=1e-5)
+    # identical order, except where two scores tie within float noise
+    for a, b in zip(got, expected_ids):
+        if a != b:
+            assert expected_scores[a] == pytest.approx(expected_scores[b], abs=1e-5)
+    cutoff = expected_scores[expected_ids[-1]]
+    assert all(expected_scores[i] >= cutoff - 1e-5 for i in got)
+
+
+def test_filtered_search_is_exact_and_returns_top_k(ctx, corpus):
+    vec = ctx.embed_query(QUERY)
+    periods = [Period(fiscal_year=2021, fiscal_quarter=q) for q in (2, 3, 4)]
+    filters = SearchFilters(tickers=["SNV"], periods=periods)
+    top_k = 15
+    hits = hybrid_search(ctx.pool, QUERY, vec, filters, top_k=top_k)
+    assert len(hits) == top_k
+    assert {(h.ticker, h.fiscal_year, h.fiscal_quarter) for h in hits} <= {("SNV", 2021, q) for q in (2, 3, 4)}
+    exact = hybrid_search(ctx.pool, QUERY, vec, filters, top_k=top_k, exact=True)
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
+    scores, ids = _brute_force(
+        ctx, QUERY, vec, "WHERE ticker = %s AND fiscal_year * 10 + fiscal_quarter = ANY(%s)",
+        ("SNV", [20212, 20213, 20214]), top_k, n=max(top_k * 4, 60),
+    )
+    _assert_same_ranking(hits, scores, ids)
+
+
+def test_unfiltered_exact_search_matches_brute_force(ctx, corpus):
+    vec = ctx.embed_query(QUERY)
+    hits = hybrid_search(ctx.pool, QUERY, vec, None, top_k=20, exact=True)
+    assert len(hits) == 20
+    scores, ids = _brute_force(ctx, QUERY, vec, "", (), 20, n=80)
+    _assert_same_ranking(hits, scores, ids)
+
+
+def test_unfiltered_hnsw_hits_are_sorted_and_scored_by_the_weights(ctx, corpus):
+    vec = ctx.embed_query(QUERY)
+    hits = hybrid_search(ctx.pool, QUERY, vec, None, top_k=30)
+    assert len(hits) == 30
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 + 1e-9 for s in scores)
+    assert len({h.ticker for h in hits}) > 1
+    # semantic is the true cosine similarity of the chunk
+    with ctx.pool.connection() as conn:
+        emb = {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in conn.execute(
+            "SELECT id, embedding FROM transcript_chunks WHERE id = ANY(%s)", ([h.chunk_id for h in hits],))}
+    q = np.asarray(vec, dtype=np.float64)
+    for h in hits:
+        e = emb[h.chunk_id]
+        assert h.semantic == pytest.approx(float(e @ q / (np.linalg.norm(e) * np.linalg.norm(q))), abs=1e-5)
+    # score = 0.7 * (sem - smin) / srange + 0.3 * (kw - kmin) / krange: linear in (semantic, keyword)
+    X = np.array([[h.semantic, h.keyword, 1.0] for h in hits])
+    y = np.array(scores)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    assert np.abs(X @ coef - y).max() < 1e-6
+    a, b, _ = coef
+    assert a > 0 and b >= 0
+    # the 0.7 semantic weight bounds the semantic coefficient: 0.7 / srange, and srange <= the spread seen here
+    spread = max(h.semantic for h in hits) - min(h.semantic for h in hits)
+    assert a * spread <= 0.7 + 1e-6
+    kw_spread = max(h.keyword for h in hits) - min(h.keyword for h in hits)
+    assert b * kw_spread <= 0.3 + 1e-6
+
+
+def test_hnsw_filter_pitfall_and_exact_filtered_search(ctx, corpus, record_property):
+    """A WHERE filter applied after an HNSW scan (pgvector < 0.8) sees only ef_search candidates, so a
+    rare ticker can come back with fewer than k rows. hybrid_search's filtered path must not."""
+    with ctx.pool.connection() as conn:
+        rare = conn.execute("SELECT ticker, count(*) AS n FROM transcript_chunks GROUP BY ticker ORDER BY 2, 1"
+                            " LIMIT 1").fetchone()
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
+    ticker, k = rare["ticker"], 15
+    assert rare["n"] > k
+    vec = ctx.embed_query(QUERY)
+    with ctx.pool.connection() as conn, conn.transaction():
+        for knob in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):  # steer the planner to the HNSW index
+            conn.execute(f"SET LOCAL {knob} = off")
+        sql = "SELECT id FROM transcript_chunks WHERE ticker = %s ORDER BY embedding <=> %s LIMIT %s"
+        plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + sql, (ticker, vec, k)))
+        raw = conn.execute(sql, (ticker, vec, k)).fetchall()
+    # demonstration only: how many rows the raw filtered HNSW query returned depends on the data
+    record_property("pgvector", version)
+    record_property("raw_hnsw_rows", len(raw))
+    record_property("raw_uses_hnsw", "transcript_chunks_hnsw" in plan)
+    print(f"pgvector {version}: raw filtered query on {ticker} returned {len(raw)} of {k} rows "
+          f"({'HNSW' if 'transcript_chunks_hnsw' in plan else 'no HNSW'} plan)")
+
+    hits = hybrid_search(ctx.pool, QUERY, vec, SearchFilters(tickers=[ticker]), top_k=k)
+    assert len(hits) == k
+    assert {h.ticker for h in hits} == {ticker}
+    scores, ids = _brute_force(ctx, QUERY, vec, "WHERE ticker = %s", (ticker,), k, n=max(k * 4, 60))
+    _assert_same_ranking(hits, scores, ids)

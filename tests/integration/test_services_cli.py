@@ -1,0 +1,111 @@
+"""The `finagent` console command, run as a subprocess against the session's embedded servers."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from ops.ingest_runner import ingest
+
+pytestmark = pytest.mark.integration
+
+FINAGENT = Path(sys.executable).with_name("finagent")
+
+
+def _env(ctx, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env.update(
+        FINAGENT_DATA_DIR=str(ctx.settings.data_dir),
+        FINAGENT_DATABASE_URL=ctx.database_url,
+        FINAGENT_REDIS_URL=ctx.redis_url,
+        FINAGENT_EMBEDDING_PROVIDER="hash",
+        FINAGENT_LLM_PROVIDER="extractive",
+    )
+    env.update(extra)
+    return env
+
+
+def finagent(ctx, *args: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
+    cmd = [str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli"]
+    return subprocess.run([*cmd, *args], env=_env(ctx, **extra_env), cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def snv_ingested(ctx, shared_data):
+    """SNV's 7 calls, whatever ran before (already ingested files are simply 'unchanged')."""
+    files = sorted((shared_data / "transcripts").glob("SNV_*.json"))
+    report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    assert not report.errors
+    return report
+
+
+def test_config_show_json_masks_the_api_key(ctx, tmp_path):
+    secret = "sk-test-" + uuid.uuid4().hex
+    r = finagent(ctx, "config", "show", "--json", cwd=tmp_path, FINAGENT_LLM_API_KEY=secret,
+                 FINAGENT_TOP_K_PER_QUARTER="9")
+    assert r.returncode == 0, r.stderr
+    assert secret not in r.stdout and secret not in r.stderr
+    data = json.loads(r.stdout)
+    assert data["llm_api_key"] == "********"
+    assert data["top_k_per_quarter"] == 9  # the environment reached the command
+    assert data["database_url"] == ctx.database_url  # no password in the embedded URL to mask
+    assert data["modes"]["standard"] == {"max_iterations": 3, "max_tokens": 6000, "confidence_threshold": 0.8}
+
+
+def test_db_upgrade_twice_on_a_fresh_database(ctx, tmp_path):
+    name = f"cli_fresh_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ctx.database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_conninfo(ctx.database_url, dbname=name)
+    try:
+        first = finagent(ctx, "db", "upgrade", cwd=tmp_path, FINAGENT_DATABASE_URL=url)
+        assert first.returncode == 0, first.stderr
+        assert "0001_corpus" in first.stdout and "0002_jobs" in first.stdout
+        assert "up to date" not in first.stdout
+        second = finagent(ctx, "db", "upgrade", cwd=tmp_path, FINAGENT_DATABASE_URL=url)
+        assert second.returncode == 0, second.stderr
+        assert "up to date" in second.stdout
+        with psycopg.connect(url) as conn:
+            versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+            assert conn.execute("SELECT to_regclass('transcript_chunks')").fetchone()[0] is not None
+        assert versions == ["0001_corpus", "0002_jobs"]
+    finally:
+        with psycopg.connect(ctx.database_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_search_json_last3(ctx, snv_ingested, tmp_path):
+    r = finagent(ctx, "search", "net interest margin", "--ticker", "snv", "--quarters", "last3", "--json",
+                 "--top-k", "10", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["periods"] == {"SNV": ["2021_q2", "2021_q3", "2021_q4"]}
+    assert data["problems"] == []
+    assert len(data["hits"]) == 10
+    assert {h["ticker"] for h in data["hits"]} == {"SNV"}
+    assert {(h["fiscal_year"], h["fiscal_quarter"]) for h in data["hits"]} <= {(2021, 2), (2021, 3), (2021, 4)}
+    assert any("interest" in h["text"].lower() for h in data["hits"])
+    scores = [h["score"] for h in data["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_ingest_broken_file_exits_2_and_names_it(ctx, tmp_path):
+    broken = tmp_path / "SNV_2022_q1.json"
+    broken.write_text('{"prepared_remarks": [{"speaker": "Operator", "speech": "Hel')
+    r = finagent(ctx, "ingest", "transcripts", str(broken), "--inline", "--json", cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    data = json.loads(r.stdout)
+    assert data["errors"] == 1
+    [f] = data["files"]
+    assert f["path"] == str(broken) and f["status"] == "error"
+    assert "malformed JSON" in f["reason"]
+    with psycopg.connect(ctx.database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM documents WHERE source_path = %s", (str(broken),)).fetchone()[0] == 0

@@ -1,0 +1,64 @@
+"""find_tickers: symbols, names, aliases and possessives; no false hits on ordinary words."""
+from __future__ import annotations
+
+import pytest
+
+from agent.models import Company
+from agent.retrieval.companies import find_tickers, known_companies
+
+WORD_TICKERS = [
+    Company(ticker="ON", name="ON Semiconductor Corporation", aliases=["onsemi"]),
+    Company(ticker="ALL", name="Allstate Corporation", aliases=["Allstate"]),
+    Company(ticker="NOW", name="ServiceNow, Inc.", aliases=["ServiceNow"]),
+]
+
+
+@pytest.fixture(scope="module")
+def companies():
+    return known_companies()
+
+
+@pytest.mark.parametrize(
+    "text,tickers",
+    [
+        ("What did $AAPL guide for services?", ["AAPL"]),
+        ("How is Apple doing in China?", ["AAPL"]),
+        ("Microsoft's Azure growth", ["MSFT"]),
+        ("microsoft cloud", ["MSFT"]),  # names are case-insensitive
+        ("AAPL vs MSFT margins", ["AAPL", "MSFT"]),
+        ("Compare Microsoft and Apple", ["MSFT", "AAPL"]),  # order of appearance
+        ("Synovus net interest margin", ["SNV"]),
+        ("Darden's same-restaurant sales", ["DRI"]),
+        ("What about Google and Alphabet?", ["GOOGL"]),  # two aliases, one ticker
+        ("Cullen/Frost deposits", ["CFR"]),
+        ("Tell me about deposits", []),
+    ],
+)
+def test_find_tickers(companies, text, tickers):
+    assert find_tickers(text, companies) == tickers
+
+
+def test_lowercase_words_are_not_symbols():
+    assert find_tickers("turn on all the lights now", WORD_TICKERS) == []
+    assert find_tickers("what is on the call for all of us", WORD_TICKERS) == []
+
+
+def test_uppercase_symbols_that_are_words_are_found():
+    assert find_tickers("What did ON and ALL report?", WORD_TICKERS) == ["ON", "ALL"]
+    assert find_tickers("$NOW subscription revenue", WORD_TICKERS) == ["NOW"]
+    assert find_tickers("allstate catastrophe losses", WORD_TICKERS) == ["ALL"]
+
+
+def test_symbol_must_be_a_whole_word(companies):
+    assert find_tickers("SNVX and XAAPL are not tickers here", companies) == []
+
+
+def test_each_ticker_once(companies):
+    assert find_tickers("Apple, AAPL and $AAPL again; Apple's margins", companies) == ["AAPL"]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG agent/retrieval/companies.py find_tickers: aliases ending in '.' "
+                   "(e.g. 'F.N.B.') are wrapped in \\b...\\b, and there is no word boundary after a '.' followed "
+                   "by a space, so the alias never matches mid-sentence; use (?<!\\w)...(?!\\w) instead of \\b")
+def test_alias_ending_in_a_dot(companies):
+    assert find_tickers("What did F.N.B. report on loans?", companies) == ["FNB"]
