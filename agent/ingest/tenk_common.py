@@ -156,12 +156,14 @@ def split_by_headings(text: str, chain: list[Heading]) -> list[TenKSection]:
     return sections
 
 
-def merge_sections(sections: list[TenKSection]) -> list[TenKSection]:
-    """One section per item, in item order; of duplicates the longest text wins."""
+def merge_sections(primary: list[TenKSection], extra: list[TenKSection] = ()) -> list[TenKSection]:
+    """One section per item in item order: of primary's duplicates the longest, then extra's new items."""
     best: dict[str, TenKSection] = {}
-    for s in sections:
+    for s in primary:
         if s.item not in best or len(s.text) > len(best[s.item].text):
             best[s.item] = s
+    for s in extra:
+        best.setdefault(s.item, s)
     return sorted(best.values(), key=lambda s: _RANK[s.item])
 
 
@@ -298,7 +300,7 @@ def make_table(item: str, caption: str, rows: list[list[str]]) -> TenKTable | No
 
 
 _NOISE_LINE = re.compile(
-    r"^(?:\d{1,3}|table of contents|.*\|\s*\d{4} form 10-k\s*\|.*|page|index)$"
+    r"^(?:[\d\s,.$%()—–-]+|table of contents|.*\|\s*\d{4} form 10-k\s*\|.*|page|index)$"
     r"|^\(?(?:in|dollars in|amounts in|\$ in|shares in)\b.*(?:millions|thousands|billions)"
     r"|^(?:year|years|fiscal year|three months|twelve months)s? ended\b.*$"
     r"|^(?:as of|at)?\s*(?:january|february|march|april|may|june|july|august|september|october|november|december)"
@@ -314,7 +316,8 @@ def is_caption_noise(line: str) -> bool:
 
 def pick_caption(previous: list[str]) -> str:
     """From the text lines just before a table (nearest last): an all-caps title if any, else the nearest line."""
-    lines = [ln.strip() for ln in previous if not is_caption_noise(ln)][-3:]
+    lines = [ln.strip() for ln in previous if not is_caption_noise(ln)]
+    lines = [ln for ln in lines if not (len(ln) < 40 and ln.endswith(":"))][-3:]  # not row labels ('ASSETS:')
     for ln in reversed(lines):
         letters = [c for c in ln if c.isalpha()]
         if len(ln) <= 150 and len(letters) >= 4 and sum(c.isupper() for c in letters) / len(letters) > 0.8:

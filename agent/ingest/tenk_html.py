@@ -65,7 +65,8 @@ def parse_10k_html(path: Path, ticker: str | None = None) -> TenKDoc:
         raise TenKParseError(path, f"HTML could not be parsed ({exc.__class__.__name__}: {exc})") from exc
     flat = _flatten(doc.root)
     chain = select_chain(flat.headings, len(flat.text))
-    sections = _edgar_sections(doc) or split_by_headings(flat.text, chain)
+    # edgartools' sections first; the regex headings fill in items it missed (plain HTML)
+    sections = merge_sections(_edgar_sections(doc), split_by_headings(flat.text, chain))
     if not sections:
         raise TenKParseError(path, "no 10-K Items found (expected headings such as 'Item 7.')")
     tables = _assign_tables(flat.tables, chain)

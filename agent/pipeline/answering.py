@@ -103,7 +103,7 @@ def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[E
     previous = [k for rec in state.iterations for k in rec.keywords]
     return llm.evaluate(EvaluateRequest(question=state.request.question, plan=state.plan, answer=state.answer, scope=scope,
                                         evidence=in_scope, markers=markers, periods=periods, previous_keywords=previous,
-                                        budget_note=budget_note))
+                                        budget_note=budget_note, iteration=state.iteration))
 
 
 def target_periods(state: JobState) -> dict[str, list[str]]:

@@ -54,6 +54,7 @@ class EvaluateRequest(BaseModel):
     plan: ResearchPlan
     answer: Answer
     scope: str  # 'all', 'AAPL:2024_q4', ...
+    iteration: int = 1
     evidence: list[Evidence]
     markers: dict[str, str]
     periods: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> period labels targeted

@@ -94,7 +94,7 @@ class ExtractiveProvider:
                 concept_hits = sum(1 for g in groups if g & sw)
                 figures = numbers(sent)
                 score = overlap + 1.5 * concept_hits + (1.5 if figures else 0) + (0.5 if any("$" in f or "%" in f for f in figures) else 0)
-                score += 0.3 * ev.score
+                score += 0.3 * ev.score + _headline_bonus(sent, wanted)
                 if overlap or concept_hits:
                     scored.append((score, -order, sent, ev.citation_key))
         scored.sort(reverse=True)
@@ -206,6 +206,17 @@ class ExtractiveProvider:
             scope=req.scope,
         )
         return ev, Usage()
+
+
+def _headline_bonus(sentence: str, wanted: set[str]) -> float:
+    """A sentence whose subject is the asked metric itself ("Revenue of $35.1 billion ...", "Total net sales were ...")
+    beats one about a part of it ("Gaming revenue of ...")."""
+    head = [stem(w.lower()) for w in re.findall(r"[A-Za-z][A-Za-z-]+", sentence)[:3]]
+    if head and head[0] in wanted:
+        return 2.0
+    if len(head) > 1 and head[0] in {"total", "overall", "consolidated", "quarterly", "record"} and head[1] in wanted:
+        return 2.0
+    return 0.0
 
 
 def _names(req: PlanRequest, tickers: list[str]) -> list[str]:

@@ -1,0 +1,106 @@
+"""The `openai` provider: the four LLM roles on any OpenAI-compatible chat endpoint (OpenAI, Cerebras, vLLM, Ollama).
+
+One model per role (settings.llm_models): planner -> plan, generator -> extract and compose, evaluator -> evaluate.
+plan, extract and evaluate ask for JSON and validate it against a pydantic model, with one repair retry
+(structured.py); compose returns the answer as plain markdown, capped by max_tokens. Transient HTTP errors are
+retried by the SDK (max_retries = settings.max_tool_retries); other API errors propagate for the ledger to classify.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+from openai import OpenAI
+
+from agent.pipeline.models import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
+from agent.providers.llm import prompts
+from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
+from agent.providers.llm.structured import StructuredOutputError, add_usage, complete_json, reply_text
+from agent.settings import AnswerMode, Settings
+
+_QUESTION_WORDS = re.compile(r"^(what|how|did|does|do|is|are|was|were|why|when|which|who|can|could)\b\s*", re.I)
+
+
+def api_key_for(settings: Settings) -> str | None:
+    """The key to send. Never send the OpenAI key to another host; local servers (Ollama, vLLM) accept any key."""
+    if settings.llm_api_key and settings.llm_api_key.get_secret_value():
+        return settings.llm_api_key.get_secret_value()
+    host = (urlparse(settings.llm_base_url).hostname or "") if settings.llm_base_url else "api.openai.com"
+    if host == "openai.com" or host.endswith(".openai.com"):
+        # None lets the SDK read OPENAI_API_KEY (and fail clearly if it is unset)
+        return settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return "unused"
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, settings: Settings, *, use_json_schema: bool = False, client: OpenAI | None = None):
+        self.models = settings.llm_models.model_copy()
+        self.use_json_schema = use_json_schema
+        self.client = client or OpenAI(
+            base_url=settings.llm_base_url,
+            api_key=api_key_for(settings),
+            timeout=settings.llm_timeout_s,
+            max_retries=settings.max_tool_retries,
+        )
+
+    def _json(self, role: str, model: str, messages, schema):
+        return complete_json(self.client, role=role, model=model, messages=messages, schema=schema,
+                             use_json_schema=self.use_json_schema)
+
+    # ---------- stage 2: plan ----------
+    def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
+        out, usage = self._json("plan", self.models.planner, prompts.plan_messages(req), prompts.PlanOutput)
+        data = out.model_dump()
+        data["answer_mode"] = AnswerMode(out.answer_mode)
+        hint = [t.upper() for t in req.tickers_hint]
+        data["tickers"] = hint or list(dict.fromkeys(t.strip().upper().lstrip("$") for t in out.tickers if t.strip()))
+        data["search_queries"] = [q.strip().rstrip("?") for q in out.search_queries if q.strip()][:4]
+        if not out.is_valid:
+            data["invalid_reason"] = out.invalid_reason or out.reasoning
+        return ResearchPlan.model_validate(data), usage
+
+    # ---------- stage 4a: extract ----------
+    def extract(self, req: ExtractRequest) -> tuple[ScopeFindings, Usage]:
+        if not req.evidence:
+            return ScopeFindings(scope=req.scope), Usage()
+        out, usage = self._json("extract", self.models.generator, prompts.extract_messages(req), prompts.ExtractOutput)
+        keys = {e.citation_key for e in req.evidence}
+        by_marker = {req.markers[k]: k for k in keys if k in req.markers}
+        picked: list[Finding] = []
+        seen: set[str] = set()
+        for f in out.findings:
+            key = f.citation_key.strip()
+            key = key if key in keys else by_marker.get(key, "")  # a model may answer with the marker instead
+            text = " ".join(f.text.split())
+            if key and text and text.lower() not in seen:
+                seen.add(text.lower())
+                picked.append(Finding(citation_key=key, text=text))
+        return ScopeFindings(scope=req.scope, findings=picked[: req.max_findings]), usage
+
+    # ---------- stage 4b: compose ----------
+    def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
+        resp = self.client.chat.completions.create(
+            model=self.models.generator, messages=prompts.compose_messages(req), max_tokens=req.max_tokens,
+        )
+        usage = add_usage(Usage(), resp)
+        text = reply_text(resp).strip()
+        if not text:
+            raise StructuredOutputError("compose", "the model returned an empty answer")
+        return Answer(text=text), usage
+
+    # ---------- stage 5: evaluate ----------
+    def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]:
+        out, usage = self._json("evaluate", self.models.evaluator, prompts.evaluate_messages(req),
+                                prompts.EvaluationOutput)
+        previous = {k.strip().lower() for k in req.previous_keywords}
+        keywords: list[str] = []
+        for k in out.followup_keywords:
+            k = _QUESTION_WORDS.sub("", k.strip().rstrip("?")).strip()
+            if k and k.lower() not in previous and k not in keywords:
+                keywords.append(k)
+        data = out.model_dump() | {"followup_keywords": keywords[:4], "scope": req.scope}
+        if not data["needs_news_search"]:
+            data["news_query"] = None
+        return Evaluation.model_validate(data), usage

@@ -1,0 +1,62 @@
+"""The `scripted` provider, for tests: canned outputs per role (and per iteration for evaluate),
+falling back to the extractive provider for anything not scripted.
+
+Script file (JSON): {"plan": {...ResearchPlan...},
+                     "evaluate": {"1": {...Evaluation...}, "2": {...}},
+                     "fail": {"plan": "ConnectionError: upstream down"}}
+"""
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+
+from agent.pipeline.models import Evaluation, ResearchPlan
+from agent.providers.llm.base import Usage
+from agent.providers.llm.extractive import ExtractiveProvider
+from agent.settings import Settings
+
+
+class ScriptedProvider(ExtractiveProvider):
+    name = "scripted"
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @property
+    def script(self) -> dict:
+        # read on every call, so one long-lived test worker can serve differently scripted jobs
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "ScriptedProvider":
+        if not settings.llm_script_path:
+            raise ValueError("FINAGENT_LLM_SCRIPT_PATH must point to a script file for the scripted provider")
+        return cls(Path(settings.llm_script_path))
+
+    def _maybe_fail(self, role: str) -> None:
+        spec = self.script.get("fail", {}).get(role)
+        if spec:
+            name, _, message = spec.partition(":")
+            raise getattr(builtins, name.strip(), RuntimeError)(message.strip())
+
+    def plan(self, req):
+        self._maybe_fail("plan")
+        if "plan" in self.script:
+            return ResearchPlan.model_validate(self.script["plan"]), Usage(prompt=100, completion=50)
+        return super().plan(req)
+
+    def evaluate(self, req):
+        self._maybe_fail("evaluate")
+        scripted = self.script.get("evaluate", {}).get(str(req.iteration))
+        if scripted is not None:
+            return Evaluation.model_validate(scripted | {"scope": req.scope}), Usage(prompt=200, completion=80)
+        return super().evaluate(req)
+
+    def extract(self, req):
+        self._maybe_fail("extract")
+        return super().extract(req)
+
+    def compose(self, req):
+        self._maybe_fail("compose")
+        return super().compose(req)
