@@ -71,6 +71,7 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_models: LLMRoles = LLMRoles()
     llm_timeout_s: float = 60.0
+    llm_json_schema: bool = False  # use response_format json_schema where the server supports it
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
     embedding_provider: Literal["local", "openai", "hash"] = "local"

@@ -2,11 +2,14 @@
 a fast HashEmbedder twin and bulk loading of synthetic transcript chunks."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import os
 import platform
 import re
+import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -178,3 +181,56 @@ def bulk_load(conn, docs: list[tuple[str, int, int, list]], embedder: FastHashEm
                     copy.write_row((ids[(ticker, year, quarter)], ticker, year, quarter, speaker, section, i, text, vec))
                 n += len(chunks)
     return n
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+def check_targets(result: dict, targets: list[tuple[str, str, float]]) -> list[dict]:
+    """Each target as {metric, op, target, value, status}; status SKIP when the metric was not measured."""
+    out = []
+    for metric, op, target in targets:
+        value = result.get(metric)
+        ok = None if value is None else (value >= target if op == ">=" else value < target)
+        out.append({"metric": metric, "op": op, "target": target, "value": value,
+                    "status": "SKIP" if ok is None else ("PASS" if ok else "FAIL")})
+    return out
+
+
+def markdown_table(rows: list[tuple], header: tuple) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join("" if c is None else str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def print_rich(title: str, rows: list[tuple], header: tuple, checks: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(*header, title=title)
+    for row in rows:
+        table.add_row(*("" if c is None else str(c) for c in row))
+    console.print(table)
+    for c in checks:
+        style = {"PASS": "green", "FAIL": "red"}.get(c["status"], "yellow")
+        console.print(f"[{style}]{c['status']}[/] {c['metric']} = {c['value']} (target {c['op']} {c['target']})")
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Keep stdout for the one result: anything the stack prints (even child processes) goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def remove_dir(path: Path, keep: bool) -> None:
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)

@@ -52,19 +52,25 @@ def print_result(result: JobResult) -> None:
         out.print(f"[yellow]note:[/yellow] {p}")
 
 
+def submit_and_follow(ctx, request: JobRequest, timeout_s: float = 900, on_event=None) -> tuple[jobstore.JobRow, list[Event]]:
+    """Submit through Celery and follow the job's event stream until its terminal status."""
+    from tasks.coordinator import create
+
+    job_id, _ = create(request)
+    events = []
+    for ev in follow(ctx.redis, job_id, timeout_s=timeout_s):
+        events.append(ev)
+        if on_event:
+            on_event(ev)
+    return jobstore.load_job(ctx.pool, job_id), events
+
+
 def run_question(request: JobRequest, as_json: bool, timeout_s: float = 900) -> JobResult:
     from ops.runtime import bootstrap
 
     ctx = bootstrap(workers=True)
-    from tasks.coordinator import create
-
-    job_id, _ = create(request)
-    if not as_json:
-        console.print(f"job {job_id}")
-    for ev in follow(ctx.redis, job_id, timeout_s=timeout_s):
-        if not as_json:
-            print_event(ev)
-    job = jobstore.load_job(ctx.pool, job_id)
+    job, _ = submit_and_follow(ctx, request, timeout_s, on_event=None if as_json else print_event)
+    job_id = job.id
     if job.result is None:
         console.print(f"[red]job {job_id} did not finish within {timeout_s:.0f}s (status {job.status}, step {job.step})[/red]")
         raise typer.Exit(code=3)

@@ -134,3 +134,49 @@ def stop_workers(settings: Settings) -> list[str]:
 
 def worker_status(settings: Settings) -> list[dict]:
     return [{"name": s.name, "queues": s.queues, "running": _read(settings, s) is not None} for s in WORKERS]
+
+
+class WorkerManager:
+    """Foreground worker processes (tests, benchmarks), one per queue group as in production, restarted
+    when their environment overrides change. Only one set runs at a time: two sets would split the tasks.
+    """
+
+    LAYOUT = (("main", "coordinator,llm,batch", 16), ("search", "search", 8))
+
+    def __init__(self, database_url: str, redis_url: str, log_dir: Path, name: str = "fg"):
+        self.urls = StackURLs(database_url=database_url, redis_url=redis_url)
+        self.log_dir, self.name = log_dir, name
+        self.procs: list[subprocess.Popen] = []
+        self.env_key: tuple | None = None
+        self.count = 0
+
+    def ensure(self, **overrides: str) -> list[subprocess.Popen]:
+        key = tuple(sorted(overrides.items()))
+        if self.procs and all(p.poll() is None for p in self.procs) and key == self.env_key:
+            return self.procs
+        self.stop()
+        self.count += 1
+        nodes = []
+        for group, queues, concurrency in self.LAYOUT:
+            node = f"{self.name}{self.count}-{group}-{os.getpid()}"
+            log = self.log_dir / f"{node}.log"
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
+                 "-P", "threads", "-c", str(concurrency), "-n", f"{node}@%h", "-l", "INFO"],
+                env=worker_env(self.urls) | overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+            ))
+            nodes.append(node)
+        self.env_key = key
+        try:
+            wait_ready(self.urls, [f"{n}@" for n in nodes], 60)
+        except RuntimeError:
+            logs = "\n".join((self.log_dir / f"{n}.log").read_text()[-2000:] for n in nodes)
+            raise RuntimeError(f"workers {nodes} did not start:\n{logs}") from None
+        return self.procs
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                _stop_pid(proc.pid)
+                proc.wait(30)
+        self.procs = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from agent.ingest.errors import IngestError
 from agent.models import TenKSection, TenKTable
@@ -33,10 +32,7 @@ STANDARD_TITLES = {
 
 
 class TenKParseError(IngestError):
-    """A 10-K file that cannot be parsed; str() names the file and the reason."""
-
-    def __init__(self, path: Path | str, reason: str):
-        super().__init__(path, reason)
+    """A 10-K file that cannot be parsed: TenKParseError(path, reason); str() names both."""
 
 
 def normalize_item(raw: str) -> str | None:
@@ -135,8 +131,8 @@ _SMALL_WORDS = {"a", "an", "and", "about", "by", "for", "in", "of", "on", "or", 
 
 def _smart_title(text: str) -> str:
     words = text.lower().split(" ")
-    out = [w if (i and w in _SMALL_WORDS) or any(c.isdigit() for c in w) else w.capitalize()
-           for i, w in enumerate(words)]
+    out = [w if (i and w in _SMALL_WORDS) or any(c.isdigit() for c in w)
+           else re.sub(r"[a-z]", lambda m: m.group().upper(), w, count=1) for i, w in enumerate(words)]
     return " ".join(out).replace("10-k", "10-K")[:200]
 
 
@@ -172,7 +168,7 @@ def merge_sections(primary: list[TenKSection], extra: list[TenKSection] = ()) ->
 _NUMERIC = re.compile(r"^\(?[-+]?\$?\d[\d,]*(?:\.\d+)?\)?%?$|^[—–-]+$")
 _FRAGMENT_RIGHT = {"$", "€", "£", "¥"}
 _FRAGMENT_LEFT = {")", "%", ")%", "%)"}
-_FRAGMENTS = _FRAGMENT_RIGHT | _FRAGMENT_LEFT
+FRAGMENTS = _FRAGMENT_RIGHT | _FRAGMENT_LEFT
 _MARKERS = re.compile(r"^(?:[•●◦▪▫■□‣∙·*†‡\-–—]|\(?[a-z0-9]{1,3}\)|[a-z0-9]{1,3}\.)$", re.IGNORECASE)
 
 
@@ -193,54 +189,6 @@ def join_fragments(parts: list[str]) -> str:
         glue = "" if not out or part in _FRAGMENT_LEFT or out[-1] in "$(€£¥" else " "
         out += glue + part
     return out
-
-
-def rows_from_spans(rows: list[list[tuple[str, int]]]) -> list[list[str]]:
-    """Lay out (text, colspan) cells on a grid and group grid columns into logical columns.
-
-    A cell spanning several grid columns (a '2024' header over '$', '391,035' and a spacer)
-    makes them one column, unless another row splits that span into two real values, as
-    a '2024' header over 'Amount' and '%' columns does.
-    """
-    placed = [_place(r) for r in rows]
-    width = max((end + 1 for cells in placed for _, end, _ in cells), default=0)
-    starts = [sorted(s for s, _, t in cells if t and t not in _FRAGMENTS) for cells in placed]
-    cut = [True] * (width + 1)
-    group: dict[tuple[int, int], bool] = {}
-    for cells in placed:
-        filled = [c for c in cells if c[2]]
-        if len(filled) < 2:  # a title or footnote row spanning the table says nothing about columns
-            continue
-        for start, end, _ in filled:
-            if end > start and (start, end) not in group:
-                group[start, end] = _is_group_header(start, end, starts)
-            if end > start and not group[start, end]:
-                cut[start + 1:end + 1] = [False] * (end - start)
-    seg_of, seg = [], -1
-    for col in range(width):
-        seg += int(col == 0 or cut[col])
-        seg_of.append(seg)
-    out = []
-    for cells in placed:
-        parts: list[list[str]] = [[] for _ in range(seg + 1)]
-        for start, _, text in cells:
-            if text:
-                parts[seg_of[start]].append(text)
-        out.append([join_fragments(p) for p in parts])
-    return out
-
-
-def _place(row: list[tuple[str, int]]) -> list[tuple[int, int, str]]:
-    col, cells = 0, []
-    for text, span in row:
-        span = max(span, 1)
-        cells.append((col, col + span - 1, re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()))
-        col += span
-    return cells
-
-
-def _is_group_header(start: int, end: int, starts: list[list[int]]) -> bool:
-    return any(sum(start <= s <= end for s in row) >= 2 for row in starts)
 
 
 def compact_rows(rows: list[list[str]]) -> list[list[str]]:
@@ -332,15 +280,14 @@ _DATE = re.compile(r"([A-Z][a-z]{2,8})\.?\s+(\d{1,2}),?\s+(\d{4})")
 
 def parse_date(text: str) -> dt.date | None:
     text = re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()
-    m = re.search(r"(\d{4})-(\d{2})-(\d{2})", text)
-    if m:
-        return _safe_date(int(m[1]), int(m[2]), int(m[3]))
-    m = _DATE.search(text)
+    iso, m = re.search(r"(\d{4})-(\d{2})-(\d{2})", text), _DATE.search(text)
+    if iso and (not m or iso.start() < m.start()):
+        return _safe_date(int(iso[1]), int(iso[2]), int(iso[3]))
     if not m:
         return None
-    for fmt in ("%B %d %Y", "%b %d %Y"):
+    for month, fmt in ((m[1], "%B %d %Y"), (m[1][:3], "%b %d %Y")):  # 'September', 'Sep', 'Sept'
         try:
-            return dt.datetime.strptime(f"{m[1]} {m[2]} {m[3]}", fmt).date()
+            return dt.datetime.strptime(f"{month} {m[2]} {m[3]}", fmt).date()
         except ValueError:
             continue
     return None

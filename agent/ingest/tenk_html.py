@@ -14,6 +14,7 @@ from edgar.documents.table_nodes import TableNode
 from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
+    FRAGMENTS,
     Heading,
     TenKParseError,
     clean_section_text,
@@ -22,13 +23,13 @@ from agent.ingest.tenk_common import (
     fiscal_year_end_from_text,
     is_numeric_cell,
     item_rank,
+    join_fragments,
     make_table,
     match_heading,
     merge_sections,
     normalize_item,
     parse_date,
     pick_caption,
-    rows_from_spans,
     select_chain,
     split_by_headings,
 )
@@ -71,21 +72,17 @@ def parse_10k_html(path: Path, ticker: str | None = None) -> TenKDoc:
         raise TenKParseError(path, "no 10-K Items found (expected headings such as 'Item 7.')")
     tables = _assign_tables(flat.tables, chain)
     meta = _metadata(raw, flat.text[:20000])
+    ticker = ticker or meta["ticker"] or _ticker_from_path(path)
+    if not ticker:
+        raise TenKParseError(path, "cannot tell the ticker: no dei:TradingSymbol or ticker meta tag; pass ticker=")
+    if not meta["fiscal_year"]:
+        raise TenKParseError(path, "cannot tell the fiscal year: no dei:DocumentFiscalYearFocus, "
+                                   "fiscal_year meta tag or 'fiscal year ended' date")
     try:
-        return TenKDoc(
-            ticker=ticker or meta["ticker"] or _ticker_from_path(path) or _fail(path, "cannot tell the ticker"),
-            company_name=meta["company"],
-            fiscal_year=meta["fiscal_year"] or _fail(path, "cannot tell the fiscal year"),
-            period_end=meta["period_end"],
-            sections=sections,
-            tables=tables,
-        )
+        return TenKDoc(ticker=ticker.strip().upper(), company_name=meta["company"], fiscal_year=meta["fiscal_year"],
+                       period_end=meta["period_end"], sections=sections, tables=tables)
     except ValidationError as exc:
         raise TenKParseError(path, f"invalid 10-K: {exc.errors()[0]['msg']}") from exc
-
-
-def _fail(path: Path, reason: str):
-    raise TenKParseError(path, reason)
 
 
 def _read_html(path: Path) -> str:
@@ -147,6 +144,54 @@ def _table_rows(node: TableNode) -> list[list[str]]:
     spans = [[(c.text() or "", c.colspan) for c in row] for row in node.headers or []]
     spans += [[(c.text() or "", c.colspan) for c in row.cells] for row in node.rows]
     return rows_from_spans(spans)
+
+
+def rows_from_spans(rows: list[list[tuple[str, int]]]) -> list[list[str]]:
+    """Lay out (text, colspan) cells on a grid and group grid columns into logical columns.
+
+    A cell spanning several grid columns (a '2024' header over '$', '391,035' and a spacer)
+    makes them one column, unless another row splits that span into two real values, as
+    a '2024' header over 'Amount' and '%' columns does.
+    """
+    placed = [_place(r) for r in rows]
+    width = max((end + 1 for cells in placed for _, end, _ in cells), default=0)
+    starts = [sorted(s for s, _, t in cells if t and t not in FRAGMENTS) for cells in placed]
+    cut = [True] * (width + 1)
+    group: dict[tuple[int, int], bool] = {}
+    for cells in placed:
+        filled = [c for c in cells if c[2]]
+        if len(filled) < 2:  # a title or footnote row spanning the table says nothing about columns
+            continue
+        for start, end, _ in filled:
+            if end > start and (start, end) not in group:
+                group[start, end] = _is_group_header(start, end, starts)
+            if end > start and not group[start, end]:
+                cut[start + 1:end + 1] = [False] * (end - start)
+    seg_of, seg = [], -1
+    for col in range(width):
+        seg += int(col == 0 or cut[col])
+        seg_of.append(seg)
+    out = []
+    for cells in placed:
+        parts: list[list[str]] = [[] for _ in range(seg + 1)]
+        for start, _, text in cells:
+            if text:
+                parts[seg_of[start]].append(text)
+        out.append([join_fragments(p) for p in parts])
+    return out
+
+
+def _place(row: list[tuple[str, int]]) -> list[tuple[int, int, str]]:
+    col, cells = 0, []
+    for text, span in row:
+        span = max(span, 1)
+        cells.append((col, col + span - 1, re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()))
+        col += span
+    return cells
+
+
+def _is_group_header(start: int, end: int, starts: list[list[int]]) -> bool:
+    return any(sum(start <= s <= end for s in row) >= 2 for row in starts)
 
 
 # --- sections and tables ------------------------------------------------------------------------
@@ -241,7 +286,7 @@ def _year(value: str | None) -> int | None:
 
 
 def _ticker_from_path(path: Path) -> str | None:
-    if re.fullmatch(r"[A-Za-z][A-Za-z.\-]{0,5}", path.parent.name):
+    if re.fullmatch(r"[A-Z][A-Z.\-]{0,5}", path.parent.name):  # data/10k/AAPL/...; not 'tmp' or 'docs'
         return path.parent.name.upper()
     m = re.match(r"([A-Za-z]{1,5})[-_]", path.name)
     return m[1].upper() if m else None

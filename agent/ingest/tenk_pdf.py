@@ -8,12 +8,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
-    Heading,
     TenKParseError,
     fiscal_year_end_from_text,
     find_headings,
     make_table,
-    merge_sections,
     pick_caption,
     select_chain,
     split_by_headings,
@@ -39,11 +37,9 @@ def parse_10k_pdf(path: Path, ticker: str | None = None) -> TenKDoc:
     chain = select_chain(find_headings(text), len(text))
     if not chain:
         raise TenKParseError(path, "no 10-K Items found (expected headings such as 'Item 7.')")
-    sections, tables = [], []
-    for h, nxt in zip(chain, [*chain[1:], None]):
-        body = text[h.pos: nxt.pos if nxt else len(text)]
-        sections += [_tidy(s) for s in split_by_headings(body, [Heading(0, h.item, h.title)])]
-        tables += _tables(h.item, body)
+    sections = [_tidy(s) for s in split_by_headings(text, chain)]
+    ends = [h.pos for h in chain[1:]] + [len(text)]
+    tables = [t for h, end in zip(chain, ends) for t in _tables(h.item, text[h.pos:end])]
     cover = "\n".join(pages[:3])
     name_m = _FILE_NAME.match(path.stem)
     period_end = fiscal_year_end_from_text(cover)
@@ -51,8 +47,8 @@ def parse_10k_pdf(path: Path, ticker: str | None = None) -> TenKDoc:
     if year is None:
         raise TenKParseError(path, "cannot tell the fiscal year: name the file {NAME}_{YYYY}_10K.pdf")
     try:
-        return TenKDoc(ticker=ticker or _ticker_from_name(path), company_name=_company(cover), fiscal_year=year,
-                       period_end=period_end, sections=merge_sections(sections), tables=tables)
+        return TenKDoc(ticker=(ticker or _ticker_from_name(path)).strip().upper(), company_name=_company(cover), fiscal_year=year,
+                       period_end=period_end, sections=sections, tables=tables)
     except ValidationError as exc:
         raise TenKParseError(path, f"invalid 10-K: {exc.errors()[0]['msg']}") from exc
 
@@ -114,11 +110,11 @@ def _strip_running_lines(pages: list[str]) -> list[str]:
         idx = [i for i, ln in enumerate(lines) if ln.strip()]
         return {i for i in idx[:3] + idx[-3:] if len(lines[i].strip()) <= 80}
 
-    split = [p.replace("\xa0", " ").splitlines() for p in pages]
-    counts = Counter(k for lines in split for k in {key(lines[i]) for i in edges(lines)})
+    split = [(lines, edges(lines)) for lines in (p.replace("\xa0", " ").splitlines() for p in pages)]
+    counts = Counter(k for lines, edge in split for k in {key(lines[i]) for i in edge})
     running = {k for k, n in counts.items() if n >= max(3, len(pages) // 10)}
-    return ["\n".join(ln for i, ln in enumerate(lines) if not (i in edges(lines) and key(ln) in running))
-            for lines in split]
+    return ["\n".join(ln for i, ln in enumerate(lines) if not (i in edge and key(ln) in running))
+            for lines, edge in split]
 
 
 def _tidy(section: TenKSection) -> TenKSection:
@@ -167,9 +163,8 @@ def _tables(item: str, text: str) -> list[TenKTable]:
                 and not _STATEMENT_TITLE.search(line):
             block.append(line)  # a label row such as 'Current assets:' inside a statement
             continue
-        recent += _flush(item, block, caption_lines, out)
+        recent = [*recent[-20:], *_flush(item, block, caption_lines, out), line]
         block = []
-        recent.append(line)
     _flush(item, block, caption_lines, out)
     return out
 

@@ -10,6 +10,12 @@ from psycopg.types.json import Jsonb
 from agent.pipeline.models import Evidence, JobResult, JobState
 
 
+def _async_commit(conn) -> None:
+    """Fan-out rows can be recomputed by redelivering their task, so they skip the commit fsync.
+    The job row itself (written by the coordinator) keeps synchronous commits."""
+    conn.execute("SET LOCAL synchronous_commit = off")
+
+
 class JobRow:
     def __init__(self, row: dict):
         self.id = str(row["id"])
@@ -62,6 +68,7 @@ def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
     if not hits:
         return 0
     with pool.connection() as conn, conn.cursor() as cur:
+        _async_commit(conn)
         cur.executemany(
             "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
             " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO NOTHING",
@@ -88,6 +95,7 @@ def count_evidence(pool, job_id: str, iteration: int | None = None) -> int:
 
 def put_output(pool, job_id: str, step_key: str, payload: dict[str, Any]) -> None:
     with pool.connection() as conn:
+        _async_commit(conn)
         conn.execute(
             "INSERT INTO job_step_outputs (job_id, step_key, payload) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
             (job_id, step_key, Jsonb(payload)),

@@ -3,14 +3,12 @@ and real Celery worker subprocesses. Everything is started by the tests themselv
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from agent.settings import Settings, get_settings
+from ops.workers import WorkerManager
 
 pytestmark = pytest.mark.integration
 
@@ -43,50 +41,9 @@ def ctx(settings):
     stop_embedded(settings)
 
 
-class WorkerManager:
-    """At most one worker process at a time (they would share the queues); restarted when its env changes."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-        self.proc: subprocess.Popen | None = None
-        self.env_key: tuple | None = None
-        self.count = 0
-
-    def ensure(self, **overrides: str) -> subprocess.Popen:
-        key = tuple(sorted(overrides.items()))
-        if self.proc and self.proc.poll() is None and key == self.env_key:
-            return self.proc
-        self.stop()
-        env = dict(os.environ, FINAGENT_DATABASE_URL=self.ctx.database_url, FINAGENT_REDIS_URL=self.ctx.redis_url, **overrides)
-        self.count += 1
-        log = self.ctx.settings.data_dir / f"worker-{self.count}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", "coordinator,search,llm,batch",
-             "-P", "threads", "-c", "16", "-n", f"test{self.count}-{os.getpid()}@%h", "-l", "INFO"],
-            env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-        )
-        self.env_key = key
-        self.log = log
-        from workers.app import app
-
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            replies = app.control.ping(timeout=0.5) or []
-            if any(f"test{self.count}-" in name for r in replies for name in r):
-                return self.proc
-            assert self.proc.poll() is None, log.read_text()
-        pytest.fail("worker did not start:\n" + log.read_text())
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-        self.proc = None
-
-
 @pytest.fixture(scope="session")
 def workers(ctx):
-    manager = WorkerManager(ctx)
+    manager = WorkerManager(ctx.database_url, ctx.redis_url, ctx.settings.data_dir, name="test")
     yield manager
     manager.stop()
 

@@ -238,70 +238,105 @@ def test_available_periods_match_the_readme(ctx, corpus):
     assert "7" in resp.problems[0]
 
 
-def _brute_force(ctx, query: str, vec: np.ndarray, where: str, params: tuple, top_k: int, n: int):
-    """The hybrid ranking recomputed in Python over every row of the scope."""
-    with ctx.pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT id, embedding, ts_rank_cd(tsv, to_tsquery('english', %s)) AS rank,"
-            f" tsv @@ to_tsquery('english', %s) AS match FROM transcript_chunks {where}",
-            (or_tsquery_text(query), or_tsquery_text(query), *params),
-        ).fetchall()
-    ids = np.array([r["id"] for r in rows])
-    emb = np.stack([np.asarray(r["embedding"].to_numpy() if hasattr(r["embedding"], "to_numpy") else r["embedding"],
-                               dtype=np.float64) for r in rows])
-    q = np.asarray(vec, dtype=np.float64)
-    sims = emb @ q / (np.linalg.norm(emb, axis=1) * np.linalg.norm(q))
-    ranks = np.array([float(r["rank"]) for r in rows])
-    match = np.array([bool(r["match"]) for r in rows])
-    sem = set(ids[np.argsort(-sims, kind="stable")[:n]])
-    kw_idx = np.where(match)[0]
-    kw = set(ids[kw_idx[np.argsort(-ranks[kw_idx], kind="stable")[:n]]])
-    cand = np.isin(ids, list(sem | kw))
-    s, k = sims[cand], np.where(match, ranks, 0.0)[cand]
+class Scope:
+    """Every row a search may consider, with its true cosine similarity and keyword rank, so the
+    hybrid ranking can be recomputed in Python."""
 
-    def norm(v):
-        return np.ones_like(v) * (1.0 if v.max() > 0 else 0.0) if v.max() - v.min() < 1e-12 else (v - v.min()) / (v.max() - v.min())
+    def __init__(self, ctx, query: str, vec, where: str = "", params: tuple = ()):
+        tsq = or_tsquery_text(query)
+        with ctx.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, embedding, ts_rank_cd(tsv, to_tsquery('english', %s)) AS rank,"
+                f" tsv @@ to_tsquery('english', %s) AS match FROM transcript_chunks {where}",
+                (tsq, tsq, *params),
+            ).fetchall()
+        self.ids = np.array([r["id"] for r in rows])
+        emb = np.stack([np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in rows])
+        q = np.asarray(vec, dtype=np.float64)
+        self.sims = emb @ q / (np.linalg.norm(emb, axis=1) * np.linalg.norm(q))
+        self.match = np.array([bool(r["match"]) for r in rows])
+        self.ranks = np.where(self.match, np.array([float(r["rank"]) for r in rows]), 0.0)
 
-    score = 0.7 * norm(s) + 0.3 * norm(k)
-    order = np.lexsort((ids[cand], -score))
-    return {int(i): float(sc) for i, sc in zip(ids[cand][order], score[order])}, [int(i) for i in ids[cand][order][:top_k]]
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def ambiguous(self, n: int) -> bool:
+        """True when the n-th best similarity or keyword rank is tied with the next one: then which of
+        the tied rows become candidates is up to Postgres, and so are the normalisation bounds."""
+        def tied(values: np.ndarray) -> bool:
+            v = np.sort(values)[::-1]
+            return len(v) > n and abs(v[n - 1] - v[n]) <= 1e-6 * max(1.0, abs(v[n]))
+        return tied(self.sims) or tied(self.ranks[self.match])
+
+    def ranking(self, n: int, top_k: int) -> tuple[dict[int, float], list[int]]:
+        """0.7 x min-max(cosine) + 0.3 x min-max(rank) over the top-n semantic and top-n keyword candidates."""
+        sem = set(self.ids[np.argsort(-self.sims, kind="stable")[:n]])
+        kw_idx = np.where(self.match)[0]
+        kw = set(self.ids[kw_idx[np.argsort(-self.ranks[kw_idx], kind="stable")[:n]]])
+        cand = np.isin(self.ids, list(sem | kw))
+        ids, s, k = self.ids[cand], self.sims[cand], self.ranks[cand]
+
+        def norm(v):
+            if v.max() - v.min() < 1e-12:
+                return np.full_like(v, 1.0 if v.max() > 0 else 0.0)
+            return (v - v.min()) / (v.max() - v.min())
+
+        score = 0.7 * norm(s) + 0.3 * norm(k)
+        order = np.lexsort((ids, -score))
+        return {int(i): float(x) for i, x in zip(ids[order], score[order])}, [int(i) for i in ids[order][:top_k]]
+
+
+def _tie_free_top_k(scope: Scope, candidates) -> int:
+    for top_k in candidates:
+        if not scope.ambiguous(max(top_k * 4, 60)):
+            return top_k
+    pytest.fail(f"every top_k in {list(candidates)} has tied candidates at the cut-off")
 
 
 def _assert_same_ranking(hits, expected_scores: dict[int, float], expected_ids: list[int]):
     got = [h.chunk_id for h in hits]
+    assert len(got) == len(expected_ids)
     for h in hits:
+        assert h.chunk_id in expected_scores, "a hit outside the candidate set"
         assert h.score == pytest.approx(expected_scores[h.chunk_id], abs=1e-5)
     # identical order, except where two scores tie within float noise
     for a, b in zip(got, expected_ids):
         if a != b:
             assert expected_scores[a] == pytest.approx(expected_scores[b], abs=1e-5)
-    cutoff = expected_scores[expected_ids[-1]]
-    assert all(expected_scores[i] >= cutoff - 1e-5 for i in got)
 
 
 def test_filtered_search_is_exact_and_returns_top_k(ctx, corpus):
     vec = ctx.embed_query(QUERY)
     periods = [Period(fiscal_year=2021, fiscal_quarter=q) for q in (2, 3, 4)]
     filters = SearchFilters(tickers=["SNV"], periods=periods)
-    top_k = 15
-    hits = hybrid_search(ctx.pool, QUERY, vec, filters, top_k=top_k)
+    scope = Scope(ctx, QUERY, vec, "WHERE ticker = %s AND fiscal_year * 10 + fiscal_quarter = ANY(%s)",
+                  ("SNV", [20212, 20213, 20214]))
+    for top_k in (15, _tie_free_top_k(scope, range(15, 40))):
+        hits = hybrid_search(ctx.pool, QUERY, vec, filters, top_k=top_k)
+        assert len(scope) > top_k and len(hits) == top_k
+        assert {(h.ticker, h.fiscal_year, h.fiscal_quarter) for h in hits} <= {("SNV", 2021, q) for q in (2, 3, 4)}
+        exact = hybrid_search(ctx.pool, QUERY, vec, filters, top_k=top_k, exact=True)
+        assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
+    # top_k is tie-free here, so the candidate set, the bounds and the ranking are all determined
+    _assert_same_ranking(hits, *scope.ranking(max(top_k * 4, 60), top_k))
+
+
+def test_filtered_search_over_the_whole_scope(ctx, corpus):
+    # n = 4 x top_k covers every row of the scope: no cut-off at all
+    vec = ctx.embed_query(QUERY)
+    scope = Scope(ctx, QUERY, vec, "WHERE ticker = %s AND fiscal_year = 2019", ("SNV",))
+    top_k = len(scope) // 3
+    hits = hybrid_search(ctx.pool, QUERY, vec, SearchFilters(tickers=["SNV"], fiscal_years=[2019]), top_k=top_k)
     assert len(hits) == top_k
-    assert {(h.ticker, h.fiscal_year, h.fiscal_quarter) for h in hits} <= {("SNV", 2021, q) for q in (2, 3, 4)}
-    exact = hybrid_search(ctx.pool, QUERY, vec, filters, top_k=top_k, exact=True)
-    assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
-    scores, ids = _brute_force(
-        ctx, QUERY, vec, "WHERE ticker = %s AND fiscal_year * 10 + fiscal_quarter = ANY(%s)",
-        ("SNV", [20212, 20213, 20214]), top_k, n=max(top_k * 4, 60),
-    )
-    _assert_same_ranking(hits, scores, ids)
+    _assert_same_ranking(hits, *scope.ranking(max(top_k * 4, 60), top_k))
 
 
 def test_unfiltered_exact_search_matches_brute_force(ctx, corpus):
     vec = ctx.embed_query(QUERY)
-    hits = hybrid_search(ctx.pool, QUERY, vec, None, top_k=20, exact=True)
-    assert len(hits) == 20
-    scores, ids = _brute_force(ctx, QUERY, vec, "", (), 20, n=80)
-    _assert_same_ranking(hits, scores, ids)
+    scope = Scope(ctx, QUERY, vec)
+    top_k = _tie_free_top_k(scope, range(20, 60))
+    hits = hybrid_search(ctx.pool, QUERY, vec, None, top_k=top_k, exact=True)
+    _assert_same_ranking(hits, *scope.ranking(max(top_k * 4, 60), top_k))
 
 
 def test_unfiltered_hnsw_hits_are_sorted_and_scored_by_the_weights(ctx, corpus):
@@ -341,9 +376,11 @@ def test_hnsw_filter_pitfall_and_exact_filtered_search(ctx, corpus, record_prope
         rare = conn.execute("SELECT ticker, count(*) AS n FROM transcript_chunks WHERE ticker = ANY(%s)"
                             " GROUP BY ticker ORDER BY 2, 1 LIMIT 1", (REAL_TICKERS,)).fetchone()
         version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
-    ticker, k = rare["ticker"], 15
-    assert rare["n"] > k
     vec = ctx.embed_query(QUERY)
+    ticker = rare["ticker"]
+    scope = Scope(ctx, QUERY, vec, "WHERE ticker = %s", (ticker,))
+    k = _tie_free_top_k(scope, range(15, 40))  # 15 unless ties at the cut-off make the ranking ambiguous
+    assert rare["n"] > k
     with ctx.pool.connection() as conn, conn.transaction():
         for knob in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):  # steer the planner to the HNSW index
             conn.execute(f"SET LOCAL {knob} = off")
@@ -360,5 +397,5 @@ def test_hnsw_filter_pitfall_and_exact_filtered_search(ctx, corpus, record_prope
     hits = hybrid_search(ctx.pool, QUERY, vec, SearchFilters(tickers=[ticker]), top_k=k)
     assert len(hits) == k
     assert {h.ticker for h in hits} == {ticker}
-    scores, ids = _brute_force(ctx, QUERY, vec, "WHERE ticker = %s", (ticker,), k, n=max(k * 4, 60))
-    _assert_same_ranking(hits, scores, ids)
+    # and they are the exact ranking over all of the ticker's rows
+    _assert_same_ranking(hits, *scope.ranking(max(k * 4, 60), k))

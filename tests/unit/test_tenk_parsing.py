@@ -14,10 +14,9 @@ from agent.ingest.tenk_common import (
     TenKParseError,
     compact_rows,
     normalize_item,
-    rows_from_spans,
     select_chain,
 )
-from agent.ingest.tenk_html import parse_10k_html
+from agent.ingest.tenk_html import parse_10k_html, rows_from_spans
 from agent.ingest.tenk_pdf import parse_10k_pdf
 from agent.models import TenKDoc
 
@@ -179,6 +178,19 @@ def test_malformed_files_raise_tenk_parse_error(tmp_path: Path, name: str, conte
         parse(path)
     assert name in str(info.value)
     assert isinstance(info.value, ValueError) and isinstance(info.value, IngestError)
+
+
+def test_pdf_that_the_empty_password_does_not_open(tmp_path: Path):
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    writer.add_blank_page(width=612, height=792)
+    writer.encrypt(user_password="secret", algorithm="AES-128")
+    path = tmp_path / "locked.pdf"
+    with path.open("wb") as fh:
+        writer.write(fh)
+    with pytest.raises(TenKParseError, match="locked.pdf"):
+        parse_10k_pdf(path)
 
 
 # --- helpers ----------------------------------------------------------------------------------------

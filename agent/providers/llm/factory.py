@@ -31,7 +31,7 @@ def make_llm(settings: Settings):
     if settings.llm_provider == "openai":
         from agent.providers.llm.openai_provider import OpenAIProvider
 
-        provider = OpenAIProvider(settings)
+        provider = OpenAIProvider(settings, use_json_schema=settings.llm_json_schema)
     elif settings.llm_provider == "scripted":
         from agent.providers.llm.scripted import ScriptedProvider
 

@@ -57,7 +57,8 @@ def expand_queries(topic_words: list[str], question: str) -> list[str]:
     words = {stem(w) for w in re.findall(r"[a-z][a-z\-]+", question.lower())} | {stem(w) for w in topic_words}
     phrases = [phrase for signals, _, phrase in CONCEPTS.values() if _stems(signals) & words]
     core = " ".join(dict.fromkeys(topic_words))[:80]
-    out = ([core] if core else []) + phrases
+    # the raw topic adds little once two concept phrases cover the question, and costs a search per quarter
+    out = phrases if len(phrases) >= 2 else ([core] if core else []) + phrases
     return list(dict.fromkeys(out))[:4] or ["financial results quarter highlights"]
 
 

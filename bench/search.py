@@ -1,0 +1,282 @@
+"""Search benchmark: recall@15 and latency of hybrid_search at 10k and 100k transcript chunks, plus ingestion rate.
+
+    .venv/bin/python bench/search.py [--json] [--quick] [--strict] [--no-write] [--data-dir DIR]
+
+Builds synthetic chunks from the real transcripts (varied copies over synthetic tickers and quarters),
+embedded with the deterministic hash embedder, in a private embedded Postgres + pgvector.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
+
+TRANSCRIPTS = Path("/work/shared/data/transcripts")
+QUARTERS = [(y, q) for y in (2022, 2023) for q in range(1, 5)]
+TOP_K = 15
+TARGETS = [("filtered_recall_at_15", ">=", 1.0), ("unfiltered_recall_at_15", ">=", 0.95), ("p95_ms_100k", "<", 20.0)]
+SEED_QUERIES = [
+    "net interest margin outlook", "loan growth guidance", "capex guidance", "deposit costs", "credit quality trends",
+    "share repurchase program", "free cash flow", "operating margin expansion", "pricing power inflation",
+    "supply chain constraints", "full year guidance", "expense management", "capital allocation priorities",
+    "demand environment", "customer acquisition", "gross margin pressure", "dividend increase", "reserve release",
+    "inventory levels", "interest rate sensitivity",
+]
+_STOP = set("the and that this with for are was were have has had our your their its from you they will would "
+            "about there what which just into also been then than them very more some like going think know "
+            "really those these can could should over well other much when where who how all any not but out "
+            "get got one two see because yes okay thank thanks question quarter year little bit lot".split())
+
+
+def build_queries(base: list, n: int) -> list[str]:
+    """The seed phrases, then the corpus's most frequent content bigrams (every third one with a suffix)."""
+    counts: Counter[str] = Counter()
+    for doc in base:
+        for _, _, text in doc:
+            words = re.findall(r"\b[a-z]{3,}\b", text.split(": ", 1)[-1])
+            counts.update(f"{a} {b}" for a, b in zip(words, words[1:]) if a not in _STOP and b not in _STOP)
+    queries = list(SEED_QUERIES)
+    for i, (bigram, _) in enumerate(counts.most_common(n)):
+        queries.append(bigram + (" " + ("outlook", "guidance", "trends")[i % 9 // 3] if i % 3 == 0 else ""))
+    return list(dict.fromkeys(queries))[:n]
+
+
+def make_filters(tickers: list[str], n: int, seed: int = 3) -> list:
+    """Per query: one loaded ticker and three of its quarters (the shape of a per-quarter agent search)."""
+    import numpy as np
+
+    from agent.models import Period, SearchFilters
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        picks = rng.choice(len(QUARTERS), 3, replace=False)
+        periods = [Period(fiscal_year=QUARTERS[i][0], fiscal_quarter=QUARTERS[i][1]) for i in sorted(picks)]
+        out.append(SearchFilters(tickers=[tickers[int(rng.integers(len(tickers)))]], periods=periods))
+    return out
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+def admin(ctx, statement: str) -> float:
+    """Run a maintenance statement in autocommit; returns its seconds."""
+    import psycopg
+
+    with psycopg.connect(ctx.database_url, autocommit=True) as conn:
+        started = time.perf_counter()
+        conn.execute(statement)
+        return time.perf_counter() - started
+
+
+def hnsw_definition(ctx) -> str:
+    with ctx.pool.connection() as conn:
+        row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'transcript_chunks_hnsw'").fetchone()
+    return row["indexdef"]
+
+
+def take(gen, n: int) -> list:
+    docs, have = [], 0
+    while have < n:
+        docs.append(next(gen))
+        have += len(docs[-1][3])
+    return docs
+
+
+def load(ctx, docs: list, embedder) -> tuple[int, float]:
+    started = time.perf_counter()
+    with ctx.pool.connection() as conn:
+        n = common.bulk_load(conn, docs, embedder)
+    return n, time.perf_counter() - started
+
+
+def grow(ctx, gen, embedder, have: int, target: int, index_sql: str) -> dict:
+    """Bulk load up to `target` chunks with the HNSW index dropped, then rebuild it from the migration's definition."""
+    admin(ctx, "DROP INDEX IF EXISTS transcript_chunks_hnsw")
+    loaded, load_s = load(ctx, take(gen, target - have), embedder)
+    build_s = admin(ctx, "SET maintenance_work_mem = '1GB'; " + index_sql)  # the graph fits in memory: fast build
+    admin(ctx, "VACUUM ANALYZE transcript_chunks")
+    return {"chunks": have + loaded, "loaded": loaded, "load_s": load_s, "hnsw_build_s": build_s}
+
+
+def indexed_insert(ctx, gen, embedder, n: int = 500) -> tuple[int, float]:
+    """The same COPY with the HNSW index in place (kept: call it after measuring a size)."""
+    loaded, seconds = load(ctx, take(gen, n), embedder)
+    return loaded, loaded / seconds
+
+
+# --- searching -------------------------------------------------------------------------------
+
+def run_pass(ctx, queries: list[str], vecs, filters: list | None, exact: bool | None) -> tuple[list[float], list[list]]:
+    from agent.retrieval.hybrid import hybrid_search
+
+    times, ids = [], []
+    for i, (q, v) in enumerate(zip(queries, vecs)):
+        f = filters[i] if filters else None
+        started = time.perf_counter()
+        hits = hybrid_search(ctx.pool, q, v, f, top_k=TOP_K, exact=exact)
+        times.append((time.perf_counter() - started) * 1000)
+        ids.append([h.chunk_id for h in hits])
+        if f and any(h.ticker != f.tickers[0] or (h.fiscal_year, h.fiscal_quarter) not in
+                     {(p.fiscal_year, p.fiscal_quarter) for p in f.periods} for h in hits):
+            raise AssertionError(f"filtered search returned a hit outside its filter: {q!r}")
+    return times, ids
+
+
+def recall(got: list[list], truth: list[list]) -> float:
+    return sum(len(set(g) & set(t)) / max(1, min(TOP_K, len(t))) for g, t in zip(got, truth)) / max(1, len(truth))
+
+
+def measure(ctx, queries: list[str], vecs, filters: list, label: str) -> dict:
+    run_pass(ctx, queries[:5], vecs[:5], None, None)  # warm-up
+    run_pass(ctx, queries[:5], vecs[:5], filters[:5], None)
+    out: dict = {}
+    passes = {"": (None, None), "filtered_": (filters, None), "exact_": (None, True), "exact_filtered_": (filters, True)}
+    ids = {}
+    for prefix, (f, exact) in passes.items():
+        times, ids[prefix] = run_pass(ctx, queries, vecs, f, exact)
+        out[f"{prefix}p50_ms_{label}"] = round(common.percentile(times, 50), 2)
+        out[f"{prefix}p95_ms_{label}"] = round(common.percentile(times, 95), 2)
+    out[f"unfiltered_recall_at_15_{label}"] = round(recall(ids[""], ids["exact_"]), 4)
+    out[f"filtered_recall_at_15_{label}"] = round(recall(ids["filtered_"], ids["exact_filtered_"]), 4)
+    out[f"filtered_empty_results_{label}"] = sum(1 for x in ids["filtered_"] if len(x) < TOP_K)
+    out[f"indexed_vs_exact_speedup_{label}"] = round(out[f"exact_p50_ms_{label}"] / out[f"p50_ms_{label}"], 1)
+    return out
+
+
+# --- ingestion through the real path ----------------------------------------------------------
+
+def measure_ingest(ctx, files: list[Path]) -> dict:
+    from ops.ingest_runner import ingest
+
+    report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    if report.errors:
+        raise RuntimeError(f"ingest failed: {report.errors}")
+    return {"ingest_files": len(files), "ingest_chunks": report.chunks_embedded,
+            "ingest_chunks_per_s": round(report.chunks_embedded / report.seconds, 1)}
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def full_tickers(ctx) -> list[str]:
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT ticker FROM documents WHERE source_path LIKE 'synthetic:%%' GROUP BY ticker"
+                            " HAVING count(*) = %s ORDER BY ticker", (len(QUARTERS),)).fetchall()
+    return [r["ticker"] for r in rows]
+
+
+def run(ctx, args: argparse.Namespace, say) -> dict:
+    sizes = [(10_000, "10k")] if args.quick else [(10_000, "10k"), (100_000, "100k")]
+    base = common.real_chunks(args.transcripts)
+    queries = build_queries(base, 30 if args.quick else args.queries)
+    vecs = [ctx.embed_query(q) for q in queries]
+    embedder = common.FastHashEmbedder()
+    gen = common.synthetic_docs(base, [f"X{i:03d}" for i in range(10_000)], QUARTERS)
+    index_sql, have = hnsw_definition(ctx), 0
+    out: dict = {"queries": len(queries), "top_k": TOP_K, "real_transcript_docs": len(base), **common.machine()}
+    for target, label in sizes:
+        say(f"loading {target} chunks")
+        g = grow(ctx, gen, embedder, have, target, index_sql)
+        have = g["chunks"]
+        out |= {f"chunks_{label}": have, f"bulk_load_chunks_per_s_{label}": round(g["loaded"] / g["load_s"], 1),
+                f"hnsw_build_s_{label}": round(g["hnsw_build_s"], 1)}
+        say(f"searching {have} chunks")
+        out |= measure(ctx, queries, vecs, make_filters(full_tickers(ctx), len(queries)), label)
+        added, rate = indexed_insert(ctx, gen, embedder)
+        have += added
+        out[f"indexed_insert_chunks_per_s_{label}"] = round(rate, 1)
+    say("ingesting real transcripts")
+    out |= measure_ingest(ctx, sorted(args.transcripts.glob("*.json"))[:args.ingest_files])
+    return headline(out, [label for _, label in sizes])
+
+
+def headline(out: dict, labels: list[str]) -> dict:
+    """The headline figures: worst recall over the sizes, the bulk load rate of the largest load."""
+    for key in ("filtered_recall_at_15", "unfiltered_recall_at_15"):
+        out[key] = min(out[f"{key}_{label}"] for label in labels)
+    for key in ("p50_ms_100k", "p95_ms_100k"):
+        out.setdefault(key, None)
+    out["bulk_load_chunks_per_s"] = out[f"bulk_load_chunks_per_s_{labels[-1]}"]
+    return out
+
+
+def rows(result: dict) -> list[tuple]:
+    return [(k, v) for k, v in result.items() if k not in ("targets", "platform", "python")]
+
+
+def markdown(result: dict, command: str) -> str:
+    checks = "\n".join(f"- {c['status']}: `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
+                       for c in result["targets"])
+    return (f"## Search\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}), "
+            f"{result['queries']} queries, hash embedder, embedded Postgres 16 + pgvector {result['pgvector']}.\n\n"
+            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n"
+            + common.markdown_table(rows(result), ("metric", "value")) + "\n\n" + NOTES)
+
+
+NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in /work/shared/data/transcripts over
+synthetic tickers and 8 quarters), bulk-loaded with COPY while the HNSW index is dropped, then the index is rebuilt
+from the migration's own definition. Latencies are warm `hybrid_search` calls (query embedding excluded), one at a time.
+Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; `filtered_*` = one ticker + 3 quarters (always exact);
+`exact_*` = `exact=True`. Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query."""
+
+
+def pgvector_version(ctx) -> str:
+    with ctx.pool.connection() as conn:
+        return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--quick", action="store_true", help="10k chunks and 30 queries only (smoke run)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
+    p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
+    p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--ingest-files", type=int, default=4)
+    p.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    data_dir = common.fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
+    say = lambda msg: print(f"[bench:search] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    started = time.perf_counter()
+    with common.stdout_to_stderr():
+        from agent.db import close_pools
+        from agent.settings import get_settings
+        from ops.runtime import bootstrap
+        from ops.stack import stop_embedded
+
+        settings = get_settings()
+        ctx = bootstrap(settings)
+        try:
+            result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
+        finally:
+            close_pools()
+            stop_embedded(settings)
+            common.remove_dir(data_dir, keep=bool(args.data_dir))
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["targets"] = common.check_targets(result, TARGETS)
+    command = "cd /work/main && .venv/bin/python bench/search.py" + " " + " ".join(sys.argv[1:] if argv is None else argv)
+    if not args.no_write:
+        common.write_section("search", markdown(result, command.strip()))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        common.print_rich("hybrid search benchmark", rows(result), ("metric", "value"), result["targets"])
+    failed = any(c["status"] == "FAIL" for c in result["targets"])
+    return 1 if args.strict and failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
