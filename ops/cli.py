@@ -231,3 +231,132 @@ def demo(question: str = typer.Argument("What was NVDA's revenue last quarter an
                                                      for s in ("added", "replaced", "unchanged", "error")))
     console.print(f"\n[bold]Q: {question}[/bold]")
     run_question(JobRequest(question=question), as_json=False)
+
+
+jobs_app = typer.Typer(no_args_is_help=True, help="Inspect research jobs.")
+app.add_typer(jobs_app, name="jobs")
+
+
+@jobs_app.command("list")
+def jobs_list(limit: int = 20, status: Optional[str] = None, as_json: bool = typer.Option(False, "--json")):
+    from agent.pipeline.jobstore import list_jobs
+    from ops.runtime import bootstrap
+
+    rows = list_jobs(bootstrap().pool, limit, status)
+    if as_json:
+        return _print_json(rows)
+    table = Table("job", "status", "step", "created", "question")
+    for r in rows:
+        table.add_row(str(r["id"]), r["status"], r["step"], r["created_at"].strftime("%Y-%m-%d %H:%M:%S"), r["question"][:70])
+    console.print(table)
+
+
+@jobs_app.command("show")
+def jobs_show(job_id: str, ledger: bool = typer.Option(False, help="also print the tool ledger")):
+    """Print a job's result object (JSON), optionally with its tool ledger."""
+    from agent.pipeline.jobstore import load_job
+    from agent.pipeline.ledger import load_ledger
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap()
+    job = load_job(ctx.pool, job_id)
+    if job is None:
+        err.print(f"no job {job_id}")
+        raise typer.Exit(code=1)
+    data = {"job_id": job.id, "status": job.status, "step": job.step, "error": job.error,
+            "result": job.result.model_dump(mode="json") if job.result else None}
+    if ledger:
+        data["tool_ledger"] = load_ledger(ctx.pool, job.id)
+    _print_json(data)
+
+
+@jobs_app.command("events")
+def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--no-follow")):
+    """Replay a job's events (and keep following until it ends)."""
+    from agent.pipeline.events import follow, replay
+    from ops.ask import print_event
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap()
+    for ev in (follow(ctx.redis, job_id, timeout_s=3600) if follow_live else replay(ctx.redis, job_id)):
+        print_event(ev)
+
+
+@app.command()
+def batch(path: Path, mode: Optional[str] = None, wait: bool = typer.Option(True, help="wait and write results"),
+          out: Optional[Path] = typer.Option(None, help="JSONL of results (default: PATH.results.jsonl)")):
+    """Overnight batch: one question per line (or JSONL with a "question" field), on the low-priority batch queue.
+    Re-running the same file reuses the jobs already submitted (idempotency key = file + line)."""
+    import hashlib
+    import time
+
+    from agent.pipeline.jobstore import load_job
+    from agent.pipeline.models import JobRequest
+    from ops.runtime import bootstrap
+    from tasks.coordinator import create
+
+    ctx = bootstrap(workers=True)
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    ids = []
+    for n, line in enumerate(lines):
+        q = json.loads(line)["question"] if line.startswith("{") else line
+        ids.append(create(JobRequest(question=q, mode=mode, batch=True, idempotency_key=f"batch:{digest}:{n}"))[0])
+    console.print(f"submitted {len(ids)} jobs on the batch queue")
+    if not wait:
+        return
+    from rich.progress import Progress
+
+    pending = set(ids)
+    with Progress() as progress:
+        task = progress.add_task("research jobs", total=len(ids))
+        while pending:
+            for job_id in list(pending):
+                if load_job(ctx.pool, job_id).status in ("completed", "failed", "rejected"):
+                    pending.discard(job_id)
+                    progress.advance(task)
+            time.sleep(1)
+    target = out or path.with_suffix(".results.jsonl")
+    with target.open("w") as fh:
+        for job_id in ids:
+            fh.write(load_job(ctx.pool, job_id).result.model_dump_json() + "\n")
+    console.print(f"results: {target}")
+
+
+@app.command()
+def api(host: str = "127.0.0.1", port: int = 8000):
+    """Run the HTTP API (FastAPI) on the configured services."""
+    import uvicorn
+
+    from ops.runtime import bootstrap
+
+    bootstrap(workers=True)
+    uvicorn.run("api_stub.app:app", host=host, port=port)
+
+
+@app.command()
+def flower(port: int = 5555):
+    """Run Flower against the configured broker to watch workers and tasks."""
+    import os
+    import subprocess
+    import sys
+
+    from ops.runtime import bootstrap
+    from ops.stack import celery_broker_url
+
+    ctx = bootstrap(workers=True)
+    subprocess.run([sys.executable, "-m", "celery", "-A", "workers.app", "--broker", celery_broker_url(ctx.redis_url),
+                    "flower", f"--port={port}"], env=dict(os.environ), check=False)
+
+
+@app.command()
+def worker(queues: str = typer.Option("coordinator,search,llm,batch", "-Q"), concurrency: int = typer.Option(8, "-c")):
+    """Run one Celery worker in the foreground (threads pool)."""
+    import os
+    import sys
+
+    from ops.runtime import bootstrap
+
+    bootstrap()
+    os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
+                              "-P", "threads", "-c", str(concurrency), "-E", "-l", "INFO"])

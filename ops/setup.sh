@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv and install finagent with the given extras (idempotent; a second run takes seconds).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-local}"
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+  echo "finagent needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
+  exit 1
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=".venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-12)-${extras//,/_}"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  # torch is pinned to the CPU build in pyproject.toml (an unpinned torch resolves to a 5.5 GB CUDA build)
+  .venv/bin/python -m pip install -q -e ".[${extras}]"
+  touch "$stamp"
+fi
