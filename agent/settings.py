@@ -5,6 +5,7 @@ from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,7 +95,7 @@ class Settings(BaseSettings):
     quarter_cache_ttl_s: int = 1800
 
     # agent loop
-    modes: dict[AnswerMode, ModeConfig] = Field(default_factory=lambda: dict(DEFAULT_MODES))
+    modes: dict[AnswerMode, ModeConfig] = Field(default_factory=lambda: {m: c.model_copy() for m, c in DEFAULT_MODES.items()})
     default_mode: AnswerMode = AnswerMode.standard
     phases: PhaseLimits = PhaseLimits()
     max_duration_seconds: int = 180
@@ -122,11 +123,23 @@ class Settings(BaseSettings):
             if key.endswith("_key") and value:
                 data[key] = "********"
         for key in ("database_url", "redis_url"):
-            if data.get(key) and "@" in data[key] and ":" in data[key].split("@")[0].split("//")[-1]:
-                scheme, rest = data[key].split("//", 1)
-                creds, host = rest.split("@", 1)
-                data[key] = f"{scheme}//{creds.split(':')[0]}:********@{host}"
+            if data.get(key):
+                data[key] = _mask_url(data[key])
         return data
+
+
+def _mask_url(url: str) -> str:
+    """Hide the password of scheme://user:password@host and of a ?password= query parameter."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc and "password=" not in parts.query.lower():
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, host = netloc.rsplit("@", 1)
+        if ":" in creds:
+            netloc = f"{creds.split(':', 1)[0]}:********@{host}"
+    query = "&".join(f"{k}=********" if k.lower() == "password" else f"{k}={v}" for k, v in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @lru_cache

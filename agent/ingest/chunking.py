@@ -19,7 +19,8 @@ def split_text(text: str, size: int, overlap: int) -> list[str]:
     current = ""
     for sentence in sentences:
         while len(sentence) > size:  # one very long "sentence" (tables, lists): hard split
-            head, sentence = sentence[:size], sentence[size - overlap:]
+            # step forward at least half a chunk: an overlap >= size would never shrink `sentence`
+            head, sentence = sentence[:size], sentence[size - min(overlap, size // 2):]
             if current:
                 chunks.append(current)
                 current = ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html as html_lib
+from bisect import bisect_right
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,24 +15,9 @@ from edgar.documents.table_nodes import TableNode
 from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
-    FRAGMENTS,
-    Heading,
-    TenKParseError,
-    clean_section_text,
-    clean_title,
-    find_headings,
-    fiscal_year_end_from_text,
-    is_numeric_cell,
-    item_rank,
-    join_fragments,
-    make_table,
-    match_heading,
-    merge_sections,
-    normalize_item,
-    parse_date,
-    pick_caption,
-    select_chain,
-    split_by_headings,
+    FRAGMENTS, Heading, TenKParseError, clean_section_text, clean_title, find_headings,
+    fiscal_year_end_from_text, is_numeric_cell, item_rank, join_fragments, make_table, match_heading,
+    merge_sections, normalize_item, parse_date, pick_caption, select_chain, split_by_headings,
 )
 from agent.models import TenKDoc, TenKSection, TenKTable
 
@@ -66,8 +52,7 @@ def parse_10k_html(path: Path, ticker: str | None = None) -> TenKDoc:
         raise TenKParseError(path, f"HTML could not be parsed ({exc.__class__.__name__}: {exc})") from exc
     flat = _flatten(doc.root)
     chain = select_chain(flat.headings, len(flat.text))
-    # edgartools' sections first; the regex headings fill in items it missed (plain HTML)
-    sections = merge_sections(_edgar_sections(doc), split_by_headings(flat.text, chain))
+    sections, chain = _sections(doc, flat, chain)
     if not sections:
         raise TenKParseError(path, "no 10-K Items found (expected headings such as 'Item 7.')")
     tables = _assign_tables(flat.tables, chain)
@@ -196,18 +181,44 @@ def _is_group_header(start: int, end: int, starts: list[list[int]]) -> bool:
 
 # --- sections and tables ------------------------------------------------------------------------
 
-def _edgar_sections(doc) -> list[TenKSection]:
+def _sections(doc, flat: _Flat, chain: list[Heading]) -> tuple[list[TenKSection], list[Heading]]:
+    """Sections, and the heading chain that places tables, agreeing with edgartools' items.
+
+    The chain's own split wins when it finds every item edgartools found: it is the same text
+    walk that places the tables, and it skips edgartools' slow per-section text extraction.
+    Otherwise edgartools' sections win, the chain adds only items edgartools lacks, and the
+    headings of edgartools' extra items join the chain so their tables land in them.
+    """
+    edgar = _edgar_items(doc)
+    ours = split_by_headings(flat.text, chain)
+    missing = edgar.keys() - {s.item for s in ours}
+    if not missing:
+        return ours, chain
+    texts = {item: clean_section_text(sec.text() or "") for item, sec in edgar.items()}
+    found = [part for item, text in texts.items() if text for part in _split_embedded(item, text)]
+    for item in missing:
+        chain = _add_heading(chain, item, texts[item].split("\n", 1)[0].strip(), flat.text)
+    return merge_sections(found, ours), chain
+
+
+def _add_heading(chain: list[Heading], item: str, line: str, text: str) -> list[Heading]:
+    lo = max((h.pos for h in chain if item_rank(h.item) < item_rank(item)), default=0)
+    hi = min((h.pos for h in chain if item_rank(h.item) > item_rank(item)), default=len(text))
+    pos = text.find(line, lo, hi) if line else -1
+    return sorted([*chain, Heading(pos, item, "")], key=lambda h: h.pos) if pos >= 0 else chain
+
+
+def _edgar_items(doc) -> dict:
     try:
         found = list(doc.sections.values())
-    except Exception:  # noqa: BLE001 - no sections is handled by the regex fallback
-        return []
-    out: list[TenKSection] = []
+    except Exception:  # noqa: BLE001 - no sections is handled by the regex headings
+        return {}
+    out = {}
     for sec in found:
         item = normalize_item(sec.item or "")
-        text = clean_section_text(sec.text() or "") if item else ""
-        if text:
-            out += _split_embedded(item, text)
-    return merge_sections(out)
+        if item:
+            out.setdefault(item, sec)
+    return out
 
 
 def _split_embedded(item: str, text: str) -> list[TenKSection]:
@@ -231,12 +242,8 @@ def _assign_tables(raw_tables: list[_RawTable], chain: list[Heading]) -> list[Te
 
 
 def _item_at(pos: int, chain: list[Heading]) -> str | None:
-    item = None
-    for h in chain:
-        if h.pos > pos:
-            break
-        item = h.item
-    return item
+    i = bisect_right([h.pos for h in chain], pos)
+    return chain[i - 1].item if i else None
 
 
 def _financial_fallback(rows: list[list[str]]) -> str | None:

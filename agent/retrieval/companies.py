@@ -43,7 +43,7 @@ def find_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> l
     for c in companies:
         patterns = [rf"\$?\b{re.escape(c.ticker)}\b"]
         names = [c.name, *c.aliases]
-        patterns += [rf"\b{re.escape(n)}(?:'s)?\b" for n in names if len(n) >= 3]
+        patterns += [rf"(?<!\w){re.escape(n)}(?:'s)?(?!\w)" for n in names if len(n) >= 3]
         for i, pattern in enumerate(patterns):
             flags = 0 if i == 0 else re.IGNORECASE  # bare symbols must be upper case ("ON", "ALL")
             m = re.search(pattern, text, flags)

@@ -168,3 +168,23 @@ def test_long_turn_is_split_into_prefixed_chunks_of_that_speaker():
 def test_blank_turns_are_dropped():
     chunks = chunk_turns([_turn("A", "   "), _turn("B", "Real text.")], 1000, 0)
     assert [c.text for c in chunks] == ["B: Real text."]
+
+
+@pytest.mark.timeout(10)
+def test_overlap_not_smaller_than_size_still_terminates():
+    # chunk_turns passes size - len(speaker) - 2, which a long speaker name can push below the overlap
+    text = "".join(chr(ord("a") + i % 26) for i in range(500))
+    chunks = split_text(text, 100, 100)
+    assert all(len(c) <= 100 for c in chunks)
+    assert chunks[0] == text[:100] and chunks[-1].endswith(text[-20:])
+    assert len(chunks) < 20
+
+
+@pytest.mark.timeout(10)
+def test_long_speaker_name_with_long_turn_terminates():
+    text = "".join(chr(ord("a") + i % 26) for i in range(400))  # one unbroken "sentence": hard split
+    chunks = chunk_turns([_turn("S" * 60, text)], 150, 100)  # 150 - 62 = 88 < overlap
+    assert len(chunks) > 1
+    assert all(len(c.text) <= 150 for c in chunks)
+    assert all(c.text.startswith("S" * 60 + ": ") for c in chunks)
+    assert chunks[-1].text.endswith(text[-20:])

@@ -57,8 +57,5 @@ def test_each_ticker_once(companies):
     assert find_tickers("Apple, AAPL and $AAPL again; Apple's margins", companies) == ["AAPL"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG agent/retrieval/companies.py find_tickers: aliases ending in '.' "
-                   "(e.g. 'F.N.B.') are wrapped in \\b...\\b, and there is no word boundary after a '.' followed "
-                   "by a space, so the alias never matches mid-sentence; use (?<!\\w)...(?!\\w) instead of \\b")
 def test_alias_ending_in_a_dot(companies):
     assert find_tickers("What did F.N.B. report on loans?", companies) == ["FNB"]

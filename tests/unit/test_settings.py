@@ -74,9 +74,6 @@ def test_replacing_a_mode_does_not_leak_into_other_instances(clean_env):
     assert Settings().mode("direct").max_iterations == 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG agent/settings.py: modes' default_factory copies the dict but not the "
-                   "ModeConfig objects, so mutating one Settings' mode changes DEFAULT_MODES and every later Settings; "
-                   "use lambda: {m: c.model_copy() for m, c in DEFAULT_MODES.items()}")
 def test_mutating_a_mode_does_not_leak_into_other_instances(clean_env):
     from agent.settings import DEFAULT_MODES
 
@@ -127,8 +124,6 @@ def test_masked_keeps_urls_without_password(clean_env):
     assert m["redis_url"] == "unix:///tmp/r.sock"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG agent/settings.py masked(): splits the URL at the first '@', "
-                   "so a password containing '@' is partly printed; use rest.rsplit('@', 1)")
 def test_masked_hides_password_containing_at_sign(clean_env):
     m = Settings(database_url="postgresql://app:p@ss-word@db/finagent").masked()
     assert "ss-word" not in m["database_url"]

@@ -1,0 +1,72 @@
+"""Boundary models of the 10-K agent."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent.pipeline.models import Evidence
+
+ITEMS = ("1", "1A", "7", "7A", "8")
+
+
+class SubQuestion(BaseModel):
+    id: int
+    text: str
+    kind: Literal["TABLE", "TEXT"]
+    items: list[str] = Field(default_factory=lambda: ["7"])  # section routing: Item 1, 1A, 7, 7A or 8
+    keywords: str  # declarative search phrase
+
+
+class TenKPlan(BaseModel):
+    ticker: str
+    fiscal_year: int
+    sub_questions: list[SubQuestion] = Field(min_length=1, max_length=12)
+    search_plan: str = ""
+    calculation: str | None = None  # e.g. 'inventory_turnover = cost of sales / average inventory'
+
+
+class TableCandidate(BaseModel):
+    table_id: int
+    item: str
+    caption: str
+    preview: str  # the first rows, as markdown
+
+
+class TenKEvaluation(BaseModel):
+    quality: float = Field(ge=0, le=1)
+    missing_info: list[str] = Field(default_factory=list)
+    answered: list[int] = Field(default_factory=list)  # sub-question ids with an answer
+
+
+class TenKPlanRequest(BaseModel):
+    question: str
+    ticker: str
+    fiscal_year: int
+    missing_info: list[str] = Field(default_factory=list)  # replanning from the last evaluation
+    previous: TenKPlan | None = None
+    budget_note: str = ""
+
+
+class SelectTablesRequest(BaseModel):
+    question: str
+    sub_question: SubQuestion
+    candidates: list[TableCandidate]
+    max_tables: int = 2
+    budget_note: str = ""
+
+
+class TenKAnswerRequest(BaseModel):
+    question: str
+    plan: TenKPlan
+    evidence: list[Evidence]
+    markers: dict[str, str]  # citation_key -> '[10K1]'
+    budget_note: str = ""
+
+
+class TenKEvaluateRequest(BaseModel):
+    question: str
+    plan: TenKPlan
+    answer: str
+    evidence: list[Evidence]
+    budget_note: str = ""
