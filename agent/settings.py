@@ -42,9 +42,9 @@ class LLMRoles(BaseModel):
 class PhaseLimits(BaseModel):
     """Seed 002: per-phase iteration limits."""
 
-    planning: int = 1
-    execution: int = 5
-    refinement: int = 2
+    planning: int = 2  # the plan, plus a re-plan by the router
+    execution: int = 3  # the first search-and-answer round, plus router retries
+    refinement: int = 3  # follow-up rounds on an answer
 
     def effective_max_iterations(self, explicit: int | None = None) -> int:
         if explicit:

@@ -7,6 +7,7 @@ import logging
 from celery import chain, chord
 
 from agent.pipeline import flow, jobstore
+from agent.pipeline.outcome import StepOutcome, TaskCall
 from agent.pipeline.events import publish
 from agent.pipeline.models import JobRequest, JobState
 from workers.app import app, context
@@ -15,7 +16,7 @@ from workers.queues import queue_for
 log = logging.getLogger(__name__)
 
 
-def _signature(call: flow.TaskCall, job_id: str, iteration: int, n: int, batch: bool):
+def _signature(call: TaskCall, job_id: str, iteration: int, n: int, batch: bool):
     from tasks import llm, news, search, tenk
 
     a = call.args
@@ -26,13 +27,17 @@ def _signature(call: flow.TaskCall, job_id: str, iteration: int, n: int, batch: 
         "compose": (lambda: llm.compose.si(job_id, iteration), "llm"),
         "evaluate": (lambda: llm.evaluate.si(job_id, iteration, a["scope"]), "llm"),
         "news": (lambda: news.news_search.si(job_id, iteration, a["query"]), "llm"),
-        "tenk": (lambda: tenk.tenk_agent.si(job_id, iteration, a["ticker"], a["fiscal_year"]), "llm"),
+        "tenk_plan": (lambda: tenk.tenk_plan.si(job_id, iteration, a["round"], a["ticker"], a["fiscal_year"], a["missing_info"]), "llm"),
+        "tenk_retrieve": (lambda: tenk.tenk_retrieve.si(job_id, iteration, a["round"], a["slot"], a["assignments"]), "search"),
+        "tenk_answer": (lambda: tenk.tenk_answer.si(job_id, iteration, a["round"], a["ticker"]), "llm"),
+        "tenk_evaluate": (lambda: tenk.tenk_evaluate.si(job_id, iteration, a["round"], a["ticker"]), "llm"),
     }[call.task]
     # deterministic ids (job:iter:step:n): a redelivered coordinator re-sends the same tasks
-    return sig().set(task_id=f"{job_id}:{iteration}:{call.task}:{n}", queue=queue_for(queue, batch))
+    suffix = f"{a['round']}:{n}" if "round" in a else str(n)
+    return sig().set(task_id=f"{job_id}:{iteration}:{call.task}:{suffix}", queue=queue_for(queue, batch))
 
 
-def dispatch(job_id: str, outcome: flow.StepOutcome, iteration: int, batch: bool) -> None:
+def dispatch(job_id: str, outcome: StepOutcome, iteration: int, batch: bool) -> None:
     body = advance.si(job_id, outcome.step).set(queue=queue_for("coordinator", batch))
     sigs = [_signature(c, job_id, iteration, n, batch) for n, c in enumerate(outcome.calls)]
     if len(sigs) == 1 or not context().settings.fanout:
@@ -56,7 +61,7 @@ def advance(self, job_id: str, done_step: str = "start") -> str:
             from agent.pipeline.result import build_result
 
             reason = f"internal error at step {done_step}: {type(exc).__name__}: {exc}"
-            outcome = flow.StepOutcome(status="failed", step="done", result=build_result(ctx, job, ctx.llm.name, "failed", error=reason),
+            outcome = StepOutcome(status="failed", step="done", result=build_result(ctx, job, ctx.llm.name, "failed", error=reason),
                                        events=[("error", reason, {"step": done_step}), ("job_status", "failed", {"status": "failed"})])
         job.state.inflight = [c.model_dump() for c in outcome.calls]
         jobstore.save_job(conn, job, outcome.status, outcome.step, outcome.result,
@@ -95,11 +100,11 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
     resumed = []
     for row in jobstore.stalled_jobs(ctx.pool, stalled_after_s):
         job = jobstore.load_job(ctx.pool, row["id"])
-        calls = [flow.TaskCall.model_validate(c) for c in job.state.inflight]
+        calls = [TaskCall.model_validate(c) for c in job.state.inflight]
         if job.step == "start":
             advance.apply_async((job.id, "start"), task_id=f"{job.id}:0:start:0")
         elif calls:
-            dispatch(job.id, flow.StepOutcome(step=job.step, calls=calls), job.state.iteration, job.state.request.batch)
+            dispatch(job.id, StepOutcome(step=job.step, calls=calls), job.state.iteration, job.state.request.batch)
         resumed.append(job.id)
         jobstore.touch(ctx.pool, job.id)
     return resumed

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import html as html_lib
-from bisect import bisect_right
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +15,7 @@ from edgar.documents.table_nodes import TableNode
 from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
-    FRAGMENTS, Heading, TenKParseError, clean_section_text, clean_title, find_headings,
+    FRAGMENTS, Heading, TenKParseError, clean_section_text, find_headings,
     fiscal_year_end_from_text, is_numeric_cell, item_rank, join_fragments, make_table, match_heading,
     merge_sections, normalize_item, parse_date, pick_caption, select_chain, split_by_headings,
 )

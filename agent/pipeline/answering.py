@@ -1,10 +1,11 @@
 """Stage 4 (cited answer: extract per scope, then compose) and the per-scope evaluation of stage 5."""
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from agent.models import Period
-from agent.pipeline.models import Answer, Citation, Evaluation, Evidence, JobState, ScopeFindings
+from agent.pipeline.models import Answer, Citation, Evaluation, Evidence, Finding, JobState, ScopeFindings
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider, Usage
 
 MAX_EVAL_SCOPES = 8
@@ -122,3 +123,19 @@ def evaluation_scopes(state: JobState, evidence: list[Evidence]) -> list[str]:
     if len(scopes) <= MAX_EVAL_SCOPES:
         return sorted(scopes) or ["all"]
     return sorted({s.split(":")[0] for s in scopes if s != "news"})
+
+
+_MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
+
+
+def findings_from_answer(scope: str, text: str, markers: dict[str, str]) -> ScopeFindings:
+    """Turn a sub-agent's cited answer ('- claim [10K1][10K2]' lines) into findings keyed by citation."""
+    by_marker = {m: k for k, m in markers.items()}
+    findings = []
+    for line in text.splitlines():
+        line = line.strip().removeprefix("- ").strip()
+        keys = [by_marker[m] for m in _MARKER.findall(line) if m in by_marker]
+        if line and keys:
+            findings.append(Finding(citation_key=keys[0], extra_keys=list(dict.fromkeys(keys[1:])),
+                                    text=_MARKER.sub("", line).strip()))
+    return ScopeFindings(scope=scope, findings=findings)

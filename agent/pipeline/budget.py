@@ -10,8 +10,11 @@ from agent.settings import Settings
 def limits_for(settings: Settings, state: JobState, plan: ResearchPlan) -> Limits:
     req = state.request
     mode = settings.mode(req.mode or plan.answer_mode)
+    phases = settings.phases
     return Limits(
         max_iterations=req.max_iterations or mode.max_iterations,
+        max_iterations_effective=phases.effective_max_iterations(req.max_iterations),
+        phase_limits=phases.model_dump(),
         max_tokens=mode.max_tokens,
         confidence_threshold=mode.confidence_threshold,
         max_duration_seconds=req.max_duration_seconds or settings.max_duration_seconds,

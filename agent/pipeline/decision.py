@@ -55,6 +55,12 @@ def decide(state: JobState, evaluation: Evaluation, dynamic_termination: bool = 
         return Decision(will_iterate=False, reason=f"confidence {confidence:.0%} >= threshold {threshold:.0%}")
     if state.iteration >= limits.max_iterations:
         return Decision(will_iterate=False, reason=f"max iterations ({limits.max_iterations}) reached")
+    total = sum(state.phase_iterations.values())
+    if total >= limits.max_iterations_effective:
+        return Decision(will_iterate=False, reason=f"max_iterations_effective ({limits.max_iterations_effective}) reached")
+    refinement_limit = limits.phase_limits.get("refinement")
+    if refinement_limit is not None and state.phase_iterations.get("refinement", 0) >= refinement_limit:
+        return Decision(will_iterate=False, reason=f"refinement phase limit ({refinement_limit}) reached")
     if out_of_time(state):
         return Decision(will_iterate=False, reason=f"max_duration_seconds ({limits.max_duration_seconds}) ran out")
     if evaluation.is_sufficient and limits.min_confidence is None:

@@ -6,37 +6,21 @@ No Celery here: `tasks.coordinator.advance` turns the returned TaskCalls into ch
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
-
 from agent.context import Context
 from agent.pipeline import jobstore
 from agent.pipeline.answering import evaluation_scopes, group_by_scope
 from agent.pipeline.budget import limits_for, out_of_time
+from agent.pipeline import router
 from agent.pipeline.decision import decide, merge_evaluations
+from agent.pipeline.flow_news import NewsStage
+from agent.pipeline.flow_tenk import TenKStages
+from agent.pipeline.outcome import StepOutcome, TaskCall
 from agent.pipeline.models import Answer, Evaluation, IterationRecord, JobResult, ResearchPlan
 from agent.pipeline.planning import plan_search
 from agent.pipeline.result import build_result, rejected_result
 from agent.pipeline.retrieval import search_specs
 
-TaskName = Literal["plan", "search", "extract", "compose", "evaluate", "news", "tenk"]
-
-
-class TaskCall(BaseModel):
-    task: TaskName
-    args: dict[str, Any] = Field(default_factory=dict)
-
-
-class StepOutcome(BaseModel):
-    status: str = "running"
-    step: str
-    calls: list[TaskCall] = Field(default_factory=list)
-    events: list[tuple[str, str, dict]] = Field(default_factory=list)
-    result: JobResult | None = None
-
-
-class Step:
+class Step(TenKStages, NewsStage):
     """One coordinator step over a locked job row."""
 
     def __init__(self, ctx: Context, job: jobstore.JobRow, provider_name: str):
@@ -87,31 +71,49 @@ class Step:
             self.emit("planning", plan.invalid_reason or "question rejected", is_valid=False, reason=plan.invalid_reason)
             return self._finish("rejected", rejected_result(self.job, self.provider, plan.invalid_reason or "invalid question"))
         self.state.limits = limits_for(self.ctx.settings, self.state, plan)
+        self.state.phase_iterations["planning"] += 1
+        router.record(self.state, router.initial_strategy(plan), plan.confidence, plan.reasoning)
         self.state.search_plan = plan_search(self.ctx, plan, self.state.strategy)
         sp = self.state.search_plan
         self.emit("planning", f"Plan: {plan.topic or plan.intent} for {', '.join(plan.tickers)}",
                   reasoning=plan.reasoning, tickers=plan.tickers, time_refs=plan.time_refs, question_type=plan.question_type,
                   answer_mode=plan.answer_mode.value, data_sources=plan.data_sources, queries=sp.queries,
                   periods={tp.ticker: tp.periods for tp in sp.transcripts}, tenk={tp.ticker: tp.periods for tp in sp.tenk},
-                  problems=sp.problems, limits=self.state.limits.model_dump())
+                  problems=sp.problems, limits=self.state.limits.model_dump(), strategy=self.state.strategy)
+        self.state.phase = "execution"
         if not sp.transcripts and not sp.tenk and not plan.needs_latest_news:
             reason = "; ".join(sp.problems) or "nothing to search for this question"
             return self._finish("failed", build_result(self.ctx, self.job, self.provider, "failed", error=reason))
         return self._start_iteration(sp.queries, news_query=plan.topic if plan.needs_latest_news else None)
 
     def _start_iteration(self, keywords: list[str], news_query: str | None = None) -> StepOutcome:
-        self.state.iteration += 1
-        self.state.pending_keywords = keywords
-        self.emit("iteration_start", f"Iteration {self.state.iteration}", iteration=self.state.iteration,
-                  max_iterations=self.state.limits.max_iterations)
-        if self.state.iteration > 1:
-            self.emit("iteration_followup", "Searching for: " + ", ".join(keywords), keywords=keywords)
+        st = self.state
+        st.iteration += 1
+        st.phase_iterations[st.phase] += 1
+        st.pending_keywords = keywords
+        st.pending_news_query = news_query
+        self.emit("iteration_start", f"Iteration {st.iteration}", iteration=st.iteration,
+                  max_iterations=st.limits.max_iterations, phase=st.phase, strategy=st.strategy)
+        if st.iteration > 1 and keywords:
+            self.emit("iteration_followup", "Searching for: " + ", ".join(keywords), keywords=keywords,
+                      news_query=news_query)
+        if self.tenk_pending():
+            return self.start_tenk()
+        return self._dispatch_search()
+
+    def _dispatch_search(self) -> StepOutcome:
+        st = self.state
         calls = [TaskCall(task="search", args={"n": n, "spec": spec.model_dump()})
-                 for n, spec in enumerate(search_specs(self.state.search_plan, keywords))]
+                 for n, spec in enumerate(search_specs(st.search_plan, st.pending_keywords))]
+        if st.pending_news_query:
+            calls.append(TaskCall(task="news", args={"query": st.pending_news_query}))
+        if not calls:  # nothing left to search (e.g. a 10-K-only question): answer from the evidence so far
+            return self.after_search()
         return self._dispatch("search", calls)
 
     def after_search(self) -> StepOutcome:
         self._stage_time("retrieval")
+        self.collect_news()
         added = jobstore.count_evidence(self.ctx.pool, self.job.id, self.state.iteration)
         total = jobstore.count_evidence(self.ctx.pool, self.job.id)
         if self.state.iteration == 1:
@@ -184,9 +186,37 @@ class Step:
                   scores={k: getattr(evaluation, f"{k}_score") for k in ("completeness", "specificity", "accuracy", "clarity")})
         self.emit("iteration_complete", "", iteration=self.state.iteration, confidence=conf, will_continue=decision.will_iterate)
         if decision.will_iterate:
+            self.state.phase = "refinement"
             return self._start_iteration(decision.keywords, decision.news_query)
+        retry = self._router_retry(conf)
+        if retry is not None:
+            return retry
         self.state.termination_reason = decision.reason
         return self._finish("completed", build_result(self.ctx, self.job, self.provider, "completed"))
+
+    def _router_retry(self, confidence: float) -> StepOutcome | None:
+        """Seed 004: below 70% confidence, try a different strategy (at most 2 retries)."""
+        st, s = self.state, self.ctx.settings
+        if not router.should_retry(st, confidence, s.router_retry_below, s.router_max_retries) or out_of_time(st):
+            return None
+        if sum(st.phase_iterations.values()) >= st.limits.max_iterations_effective:
+            return None
+        if st.phase_iterations["planning"] >= st.limits.phase_limits.get("planning", 1) + s.router_max_retries:
+            return None
+        alternative = router.retry_strategy(st, self.has_10k())
+        if alternative is None:
+            return None
+        previous = st.strategy
+        st.router_retries += 1
+        st.phase_iterations["planning"] += 1
+        router.record(st, alternative, confidence, f"Re-routed: confidence {confidence:.0%} < {s.router_retry_below:.0%} with {previous}")
+        st.search_plan = plan_search(self.ctx, st.plan, alternative)
+        st.phase = "execution"
+        st.tenk.pop("done", None)
+        self.emit("planning", f"Low confidence ({confidence:.0%}): re-routing from {previous} to {alternative}",
+                  strategy=alternative, previous_strategy=previous, periods={tp.ticker: tp.periods for tp in st.search_plan.transcripts},
+                  tenk={tp.ticker: tp.periods for tp in st.search_plan.tenk})
+        return self._start_iteration(st.plan.search_queries)
 
     def _finish(self, status: str, result: JobResult) -> StepOutcome:
         self.state.timing.pop("_stage_started", None)

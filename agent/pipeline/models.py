@@ -57,6 +57,7 @@ class Evidence(SearchHit):
 
 class Finding(BaseModel):
     citation_key: str
+    extra_keys: list[str] = Field(default_factory=list)  # a calculation can cite several sources
     text: str  # a sentence or a short paraphrase supported by the cited evidence
 
 
@@ -130,7 +131,9 @@ class RoutingDecision(BaseModel):
 
 
 class Limits(BaseModel):
-    max_iterations: int
+    max_iterations: int  # the answer loop (answer-mode table, or the request's max_iterations)
+    max_iterations_effective: int  # seed 002: all phases together
+    phase_limits: dict[str, int] = Field(default_factory=dict)
     max_tokens: int
     confidence_threshold: float
     max_duration_seconds: int
@@ -160,6 +163,8 @@ class JobState(BaseModel):
     plan: ResearchPlan | None = None
     search_plan: SearchPlan | None = None
     iteration: int = 0
+    phase: Literal["planning", "execution", "refinement"] = "planning"
+    phase_iterations: dict[str, int] = Field(default_factory=lambda: {"planning": 0, "execution": 0, "refinement": 0})
     pending_keywords: list[str] = Field(default_factory=list)
     pending_news_query: str | None = None
     answer: Answer | None = None

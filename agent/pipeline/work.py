@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from agent.context import Context
 from agent.pipeline import jobstore
-from agent.pipeline.answering import assign_markers, run_compose, run_evaluate, run_extract
+from agent.pipeline.answering import assign_markers, findings_from_answer, run_compose, run_evaluate, run_extract
+from agent.pipeline.flow_tenk import latest_tenk_answer
 from agent.pipeline.budget import budget_note
 from agent.pipeline.ledger import record_call
 from agent.pipeline.models import ScopeFindings
@@ -43,6 +44,12 @@ def do_extract(ctx: Context, llm: LLMProvider, job_id: str, iteration: int, scop
     state = _state(ctx, job_id)
     evidence = jobstore.load_evidence(ctx.pool, job_id)
     key = f"{iteration}:extract:{scope}"
+    if scope.endswith(":10k"):
+        tenk = latest_tenk_answer(ctx.pool, job_id, scope.split(":")[0])
+        if tenk:  # the 10-K agent already answered (with its calculations): its lines are this scope's findings
+            findings = findings_from_answer(scope, tenk["answer"]["text"], tenk["markers"])
+            jobstore.put_output(ctx.pool, job_id, key, {"findings": findings.model_dump(mode="json")})
+            return
     with record_call(ctx.pool, job_id, key, "llm.extract", {"scope": scope, "provider": llm.name}) as rec:
         findings, usage = run_extract(llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(findings.findings)
@@ -68,3 +75,19 @@ def do_evaluate(ctx: Context, llm: LLMProvider, job_id: str, iteration: int, sco
     with record_call(ctx.pool, job_id, key, "llm.evaluate", {"scope": scope, "provider": llm.name}):
         evaluation, usage = run_evaluate(llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
     jobstore.put_output(ctx.pool, job_id, key, {"evaluation": evaluation.model_dump(mode="json"), "usage": _usage(usage)})
+
+
+def do_news(ctx: Context, job_id: str, iteration: int, query: str) -> None:
+    """News search (Tavily when a key is set); untrusted text that only ever becomes evidence."""
+    from agent.pipeline.models import Evidence
+    from agent.providers.news import make_news
+
+    provider = make_news(ctx.settings, ctx.redis)
+    key = f"{iteration}:news"
+    with record_call(ctx.pool, job_id, key, "news_search", {"query": query}) as rec:
+        result = provider.search(query, ctx.settings.news_max_results)
+        items = [Evidence(**i.model_dump(exclude={"iteration", "query"}), iteration=iteration, query=query) for i in result.items]
+        rec.result_size = len(items)
+    jobstore.add_evidence(ctx.pool, job_id, items)
+    jobstore.put_output(ctx.pool, job_id, key, {"status": result.status, "reason": result.reason, "query": query,
+                                                "count": len(items), "summary": result.summary})

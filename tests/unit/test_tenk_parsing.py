@@ -148,6 +148,22 @@ def test_plain_html_uses_meta_tags_items_and_tables(tmp_path: Path):
     assert ["Inventories", "120", "(95)"] in by_item["8"].rows
 
 
+def test_items_only_edgartools_finds_still_get_their_text_and_tables(tmp_path: Path):
+    # 'Item 7 Management's ...' has no period: the regex headings miss it, edgartools does not
+    path = tmp_path / "acme_10k.html"
+    path.write_text(
+        "<html><head><meta name='ticker' content='ACME'><meta name='fiscal_year' content='2023'></head><body>"
+        "<h2>Item 1. Business</h2><p>Acme makes anvils and rockets and sells them to coyotes everywhere.</p>"
+        "<h2>Item 7 Management's Discussion and Analysis of Financial Condition and Results of Operations</h2>"
+        "<p>Total net sales rose 12% on strong rocket demand.</p><table><tr><td></td><td>2023</td><td>2022</td></tr>"
+        "<tr><td>Total net sales</td><td>1,250</td><td>1,116</td></tr></table>"
+        "<h2>Item 8. Financial Statements and Supplementary Data</h2><p>Inventories were 120.</p></body></html>")
+    doc = parse_10k_html(path)
+    assert [s.item for s in doc.sections] == ["1", "7", "8"]
+    assert "rocket demand" in section(doc, "7") and "rocket demand" not in section(doc, "1")
+    assert [(t.item, t.rows[-1]) for t in doc.tables] == [("7", ["Total net sales", "1,250", "1,116"])]
+
+
 def test_ticker_argument_wins(tmp_path: Path):
     path = tmp_path / "acme_10k.html"
     path.write_text(PLAIN_10K)

@@ -122,7 +122,7 @@ class ExtractiveProvider:
                 if not scope.findings:
                     continue
                 label = _scope_label(scope.scope, by_key, scope.findings)
-                text = " ".join(f"{_clean(f.text)} {req.markers[f.citation_key]}" for f in scope.findings if f.citation_key in req.markers)
+                text = " ".join(f"{_clean(f.text)} {_marks(f, req.markers)}" for f in scope.findings if f.citation_key in req.markers)
                 body.append(f"- {label}: {text}")
             if body:
                 lines.append(f"**{ticker}**")
@@ -130,7 +130,7 @@ class ExtractiveProvider:
         news = [s for s in req.findings if s.scope == "news" and s.findings]
         for scope in news:
             lines.append("**Recent news**")
-            lines += [f"- {_clean(f.text)} {req.markers[f.citation_key]}" for f in scope.findings if f.citation_key in req.markers]
+            lines += [f"- {_clean(f.text)} {_marks(f, req.markers)}" for f in scope.findings if f.citation_key in req.markers]
         if not lines:
             return Answer(text="I could not find evidence in the ingested sources that answers this question."), Usage()
         text = "\n".join(lines)
@@ -206,6 +206,10 @@ class ExtractiveProvider:
             scope=req.scope,
         )
         return ev, Usage()
+
+
+def _marks(finding, markers: dict[str, str]) -> str:
+    return "".join(markers[k] for k in [finding.citation_key, *finding.extra_keys] if k in markers)
 
 
 def _headline_bonus(sentence: str, wanted: set[str]) -> float:
