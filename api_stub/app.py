@@ -78,13 +78,13 @@ def get_job(job_id: str) -> JobView:
 @app.post("/jobs/{job_id}/feedback", status_code=202, response_model=Submitted)
 def rerun_with_feedback(job_id: str, body: Feedback) -> Submitted:
     """Seed 003: re-run a finished job with feedback; creates a new job linked to this one."""
-    from tasks.coordinator import create
+    from tasks.coordinator import rerun_with_feedback
 
-    job = _load(job_id)
-    if job.status not in TERMINAL_STATUSES:
-        raise HTTPException(409, f"job {job_id} is still {job.status}; feedback applies to finished jobs")
-    request = job.state.request.model_copy(update={"feedback": body.feedback, "parent_job_id": job.id, "idempotency_key": None})
-    new_id, created = create(request)
+    _load(job_id)
+    try:
+        new_id, created = rerun_with_feedback(job_id, body.feedback)
+    except ValueError as exc:
+        raise HTTPException(409, str(exc)) from exc
     return Submitted(job_id=new_id, created=created, status_url=f"/jobs/{new_id}", events_url=f"/jobs/{new_id}/events")
 
 

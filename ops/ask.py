@@ -57,6 +57,10 @@ def submit_and_follow(ctx, request: JobRequest, timeout_s: float = 900, on_event
     from tasks.coordinator import create
 
     job_id, _ = create(request)
+    return follow_job(ctx, job_id, timeout_s, on_event)
+
+
+def follow_job(ctx, job_id: str, timeout_s: float = 900, on_event=None) -> tuple[jobstore.JobRow, list[Event]]:
     events = []
     for ev in follow(ctx.redis, job_id, timeout_s=timeout_s):
         events.append(ev)
@@ -65,11 +69,26 @@ def submit_and_follow(ctx, request: JobRequest, timeout_s: float = 900, on_event
     return jobstore.load_job(ctx.pool, job_id), events
 
 
+def rerun_question(parent_id: str, feedback: str, as_json: bool, timeout_s: float = 900) -> JobResult:
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap(workers=True)
+    from tasks.coordinator import rerun_with_feedback
+
+    job_id, _ = rerun_with_feedback(parent_id, feedback)
+    job, _ = follow_job(ctx, job_id, timeout_s, None if as_json else print_event)
+    return _report(job, as_json, timeout_s)
+
+
 def run_question(request: JobRequest, as_json: bool, timeout_s: float = 900) -> JobResult:
     from ops.runtime import bootstrap
 
     ctx = bootstrap(workers=True)
     job, _ = submit_and_follow(ctx, request, timeout_s, on_event=None if as_json else print_event)
+    return _report(job, as_json, timeout_s)
+
+
+def _report(job: jobstore.JobRow, as_json: bool, timeout_s: float) -> JobResult:
     job_id = job.id
     if job.result is None:
         console.print(f"[red]job {job_id} did not finish within {timeout_s:.0f}s (status {job.status}, step {job.step})[/red]")

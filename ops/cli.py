@@ -186,7 +186,7 @@ if __name__ == "__main__":
 
 @app.command()
 def ask(
-    question: str,
+    question: Optional[str] = typer.Argument(None, help="the question (omit with --feedback-on)"),
     mode: Optional[str] = typer.Option(None, help="direct | standard | detailed | deep_search (default: the planner picks)"),
     ticker: list[str] = typer.Option([], "--ticker", "-t"),
     max_iterations: Optional[int] = typer.Option(None, "--max-iterations"),
@@ -203,10 +203,21 @@ def ask(
     from agent.pipeline.models import JobRequest
     from ops.ask import run_question
 
+    if feedback_on:
+        if not feedback:
+            err.print("[red]--feedback-on needs --feedback[/red]")
+            raise typer.Exit(code=2)
+        from ops.ask import rerun_question
+
+        result = rerun_question(feedback_on, feedback, as_json)
+        raise typer.Exit(code=1 if result.status in ("failed", "rejected") else 0)
+    if not question:
+        err.print("[red]a question is required[/red]")
+        raise typer.Exit(code=2)
     try:
         request = JobRequest(question=question, mode=mode, tickers=[t.upper() for t in ticker] or None,
                              max_iterations=max_iterations, max_duration_seconds=max_duration, min_confidence=min_confidence,
-                             feedback=feedback, parent_job_id=feedback_on, batch=batch)
+                             batch=batch)
     except ValidationError as exc:
         err.print(f"[red]invalid request:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
         raise typer.Exit(code=2)

@@ -85,6 +85,17 @@ def create(request: JobRequest) -> tuple[str, bool]:
     return job_id, created
 
 
+def rerun_with_feedback(parent_id: str, feedback: str) -> tuple[str, bool]:
+    """Seed 003: a finished job re-run with feedback becomes a new job linked to it; its plan sees the feedback."""
+    parent = jobstore.load_job(context().pool, parent_id)
+    if parent is None:
+        raise LookupError(f"no job {parent_id}")
+    if parent.status not in ("completed", "failed", "rejected"):
+        raise ValueError(f"job {parent_id} is still {parent.status}; feedback applies to finished jobs")
+    request = parent.state.request.model_copy(update={"feedback": feedback, "parent_job_id": parent.id, "idempotency_key": None})
+    return create(JobRequest.model_validate(request.model_dump()))
+
+
 @app.task(name="tasks.coordinator.submit_research", acks_late=True)
 def submit_research(question: str, mode: str | None = None, tickers: list[str] | None = None,
                     max_iterations: int | None = None, idempotency_key: str | None = None, **options) -> str:

@@ -275,7 +275,7 @@ def pick_caption(previous: list[str]) -> str:
 
 # --- dates --------------------------------------------------------------------------------------
 
-_DATE = re.compile(r"([A-Z][a-z]{2,8})\.?\s+(\d{1,2}),?\s+(\d{4})")
+_DATE = re.compile(r"([A-Z][a-z]{2,8})\.?\s+(\d{1,2}),?\s+(\d{4})", re.IGNORECASE)
 
 
 def parse_date(text: str) -> dt.date | None:

@@ -37,8 +37,9 @@ class ExtractiveProvider:
     # ---------- stage 2: plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
         q = req.question if not req.feedback else f"{req.question} {req.feedback}"
-        tickers = [t.upper() for t in req.tickers_hint] or find_tickers(req.question, req.companies)
-        refs = find_time_refs(req.question)
+        tickers = [t.upper() for t in req.tickers_hint] or find_tickers(q, req.companies)
+        # feedback on a previous answer wins where it names periods ("use the last 3 quarters instead")
+        refs = (find_time_refs(req.feedback) if req.feedback else []) or find_time_refs(req.question)
         words = content_words(q)
         finance = any(stem(w) in FINANCE_TERMS or w in FINANCE_TERMS for w in words)
         if not tickers and not finance:
@@ -51,7 +52,7 @@ class ExtractiveProvider:
             qtype = "comparison" if re.search(r"\bcompar|\bvs\.?\b|\bversus\b|\brelative to\b|\bagainst\b", lowered) else "multiple_companies"
         else:
             qtype = "single_company"
-        topic_words = [w for w in words if w.upper() not in tickers and not any(w in n.lower() for n in _names(req, tickers))]
+        topic_words = [w for w in content_words(req.question) if w.upper() not in tickers and not any(w in n.lower() for n in _names(req, tickers))]
         topic = " ".join(dict.fromkeys(topic_words))[:80] or "financial results"
         plan = ResearchPlan(
             reasoning=(
@@ -59,6 +60,7 @@ class ExtractiveProvider:
                 f"{' over ' + ', '.join(refs) if refs else ''}. I will search "
                 f"{' and '.join(s.replace('_', ' ') for s in sources)} for specific figures, the periods involved "
                 "and management's explanations, then check every figure against its source."
+                + (f" Feedback on the previous answer: {req.feedback!r}; the plan follows it." if req.feedback else "")
             ),
             tickers=tickers,
             time_refs=refs,
@@ -69,7 +71,8 @@ class ExtractiveProvider:
             data_sources=sources,
             needs_latest_news="news" in sources,
             needs_10k="10k" in sources,
-            search_queries=expand_queries(topic_words, lowered),
+            search_queries=expand_queries(topic_words, lowered)
+            + ([" ".join(content_words(req.feedback))[:80]] if req.feedback and content_words(req.feedback) else []),
             is_valid=True,
             confidence=0.9 if refs else 0.8,
         )
