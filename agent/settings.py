@@ -110,6 +110,10 @@ class Settings(BaseSettings):
     fanout: bool = True  # False runs every fan-out inline, one after another (benchmark baseline)
     max_question_chars: int = 2000
 
+    # broker: an unacknowledged task (its worker died) is handed out again after this long
+    broker_visibility_timeout_s: int = 600
+    stalled_job_after_s: int = 900
+
     # events
     event_stream_maxlen: int = 1000
 

@@ -85,9 +85,11 @@ def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> li
         if info:
             _stop_pid(info["pid"])
         log = _dir(settings) / f"{spec.name}.log"
+        # the interactive worker also runs beat (-B), whose resume_stalled task re-sends lost in-flight work
+        beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.name == "interactive" else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", ",".join(spec.queues),
-             "-P", "threads", "-c", str(spec.concurrency), "-n", f"{spec.name}@%h", "-l", "INFO", "-E"],
+             "-P", "threads", "-c", str(spec.concurrency), "-n", f"{spec.name}@%h", "-l", "INFO", "-E", *beat],
             env=worker_env(urls), stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         (_dir(settings) / f"{spec.name}.json").write_text(json.dumps({"pid": proc.pid, "fingerprint": fp, "log": str(log)}))

@@ -39,14 +39,15 @@ app.conf.update(
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,
-    broker_transport_options={"visibility_timeout": 600},
+    broker_transport_options={"visibility_timeout": get_settings().broker_visibility_timeout_s},
     result_expires=24 * 3600,
     worker_send_task_events=True,
     task_send_sent_event=True,
     task_track_started=True,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
-    beat_schedule={"resume-stalled-jobs": {"task": "tasks.coordinator.resume_stalled", "schedule": 60.0}},
+    beat_schedule={"resume-stalled-jobs": {"task": "tasks.coordinator.resume_stalled", "schedule": 60.0,
+                                           "kwargs": {"stalled_after_s": get_settings().stalled_job_after_s}}},
 )
 
 

@@ -34,7 +34,8 @@ COUNTED_ERROR_CLASSES = frozenset({"network", "rate_limit", "system", "authentic
 
 
 def counts_as_failure(exc: BaseException) -> bool:
-    return classify_error(exc) in COUNTED_ERROR_CLASSES
+    # another breaker's rejection says nothing about this dependency (nested guards)
+    return not isinstance(exc, CircuitOpenError) and classify_error(exc) in COUNTED_ERROR_CLASSES
 
 
 class CircuitOpenError(Exception):
@@ -110,9 +111,9 @@ class CircuitBreaker:
             pipe.set(self.k_trial, token, px=_ms(self.trial_lease_s))
             return True
 
-        allowed, queued = self._transaction(decide, self.k_opened, self.k_failures, self.k_trial)
-        self._local.trial = token if allowed and queued else None
-        if allowed and queued:
+        allowed, trial_set = self._transaction(decide, self.k_opened, self.k_failures, self.k_trial)
+        self._local.trial = token if allowed and trial_set else None
+        if allowed and trial_set:
             log.info("circuit %s half-open: trial call allowed", self.name)
         return allowed
 

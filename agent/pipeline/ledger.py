@@ -20,6 +20,8 @@ def classify_error(exc: BaseException) -> str:
         return "authentication"
     if status == 429 or "ratelimit" in name or "rate limit" in text or "quota" in text or "too many requests" in text:
         return "rate_limit"
+    if "circuitopen" in name:  # our own breaker refused the call: the dependency is failing
+        return "system"
     if "structuredoutput" in name:  # the model kept returning invalid JSON: invalid data (seed 002)
         return "data"
     if status in (400, 422) or isinstance(exc, (TypeError, ValueError)) and "validation" in name or "invalid param" in text:
@@ -36,6 +38,9 @@ def classify_error(exc: BaseException) -> str:
 class CallRecord:
     def __init__(self):
         self.result_size = 0
+        self.retries = 0
+        self.error_class: str | None = None  # for tools that report failure in their result instead of raising
+        self.error: str | None = None
 
 
 @contextmanager
@@ -51,6 +56,8 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
         error_class, error = classify_error(exc), f"{type(exc).__name__}: {exc}"[:500]
         raise
     finally:
+        error_class, error = error_class or rec.error_class, error or rec.error
+        retries = max(retries, rec.retries)
         with pool.connection() as conn:
             conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
             conn.execute(

@@ -79,15 +79,16 @@ def do_evaluate(ctx: Context, llm: LLMProvider, job_id: str, iteration: int, sco
 
 def do_news(ctx: Context, job_id: str, iteration: int, query: str) -> None:
     """News search (Tavily when a key is set); untrusted text that only ever becomes evidence."""
-    from agent.pipeline.models import Evidence
     from agent.providers.news import make_news
 
     provider = make_news(ctx.settings, ctx.redis)
     key = f"{iteration}:news"
     with record_call(ctx.pool, job_id, key, "news_search", {"query": query}) as rec:
         result = provider.search(query, ctx.settings.news_max_results)
-        items = [Evidence(**i.model_dump(exclude={"iteration", "query"}), iteration=iteration, query=query) for i in result.items]
+        items = [i.model_copy(update={"iteration": iteration, "query": query}) for i in result.items]
         rec.result_size = len(items)
+        if result.status not in ("ok", "unavailable"):
+            rec.error_class, rec.error = getattr(result, "error_class", None) or "unknown", result.reason
     jobstore.add_evidence(ctx.pool, job_id, items)
     jobstore.put_output(ctx.pool, job_id, key, {"status": result.status, "reason": result.reason, "query": query,
                                                 "count": len(items), "summary": result.summary})

@@ -217,3 +217,12 @@ def test_guard_context_manager(worker_a):
     with pytest.raises(CircuitOpenError):
         with breaker.guard():
             pytest.fail("the block must not run while open")
+
+
+def test_nested_rejection_is_not_a_failure(worker_a):
+    inner = CircuitBreaker(worker_a, "tavily", threshold=1, reset_s=300)
+    outer = CircuitBreaker(worker_a, "news-task", threshold=1, reset_s=300)
+    inner.record_failure()
+    with pytest.raises(CircuitOpenError):
+        outer.call(inner.call, Dependency().ok)
+    assert outer.state() == "closed" and outer.failures() == 0

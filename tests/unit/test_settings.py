@@ -36,7 +36,7 @@ def test_nested_env_delimiter(clean_env):
     clean_env.setenv("FINAGENT_PHASES__EXECUTION", "7")
     clean_env.setenv("FINAGENT_LLM_MODELS__PLANNER", "gpt-x")
     s = Settings()
-    assert s.phases.execution == 7 and s.phases.planning == 1
+    assert s.phases.execution == 7 and s.phases.planning == 2
     assert s.llm_models.planner == "gpt-x" and s.llm_models.generator == "gpt-4o-mini"
 
 

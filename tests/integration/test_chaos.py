@@ -1,0 +1,58 @@
+"""Chaos: kill the worker processes mid-job; the job still finishes, from the step it had reached,
+with no duplicate evidence or outputs."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from agent.pipeline import jobstore
+from agent.pipeline.events import replay
+from agent.pipeline.models import JobRequest
+from ops.ask import follow_job
+
+pytestmark = pytest.mark.integration
+
+
+def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, workers, script_path):
+    script_path.write_text(json.dumps({}))
+    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="2.0",
+               FINAGENT_BROKER_VISIBILITY_TIMEOUT_S="5")
+    procs = workers.ensure(**env)
+    procs = list(procs)
+    from tasks.coordinator import create
+
+    job_id, _ = create(JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?", max_iterations=1))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the extract fan-out is in flight
+        job = jobstore.load_job(ctx.pool, job_id)
+        if job.step.endswith(":extract"):
+            break
+        time.sleep(0.1)
+    assert job.step == "1:extract", job.step
+    evidence_before = jobstore.count_evidence(ctx.pool, job_id)
+    for proc in procs:  # SIGKILL: no warm shutdown, nothing acknowledged
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    workers.procs = []
+    workers.ensure(**env, FINAGENT_RESTARTED="1")  # a fresh set of workers
+    # the beat task re-sends the in-flight calls of a job that stopped moving (every 60 s in production)
+    from tasks.coordinator import resume_stalled
+
+    time.sleep(3)
+    assert job_id in resume_stalled.apply_async(kwargs={"stalled_after_s": 2}).get(timeout=30)
+
+    job, _ = follow_job(ctx, job_id, timeout_s=120)
+    assert job.status == "completed", (job.status, job.step, job.error)
+    assert job.result.answer and job.result.citations
+    assert jobstore.count_evidence(ctx.pool, job_id) == evidence_before  # the search step was not redone
+    steps = [e.data for e in replay(ctx.redis, job_id) if e.type == "search"]
+    assert len(steps) == 1  # and its event was published once
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+    assert rows and all(r["n"] == 1 for r in rows)
+    assert {r["step_key"] for r in rows} >= {"0:plan", "1:compose", "1:extract:AAPL:2024_q2"}
+    workers.stop()
