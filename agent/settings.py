@@ -81,6 +81,7 @@ class Settings(BaseSettings):
     embedding_batch_size: int = 64
     openai_api_key: SecretStr | None = None
     tavily_api_key: SecretStr | None = None
+    tavily_base_url: str | None = None  # default: Tavily's own API
     news_max_results: int = 5
 
     # retrieval

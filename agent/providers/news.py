@@ -259,4 +259,4 @@ def make_news(settings: Settings, redis) -> NewsProvider:
         return UnavailableNews()
     breaker = CircuitBreaker(redis, BREAKER_NAME, threshold=settings.circuit_breaker_threshold,
                              reset_s=settings.circuit_breaker_reset_s)
-    return TavilyNews(key, breaker, max_retries=settings.max_tool_retries)
+    return TavilyNews(key, breaker, base_url=settings.tavily_base_url, max_retries=settings.max_tool_retries)

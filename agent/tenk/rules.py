@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from agent.tenk.models import SubQuestion, TableCandidate, TenKPlan
+from agent.tenk.tables import label_level
 from agent.text import content_words, stem
 
 INCOME = re.compile(r"statements? of (consolidated )?(operations|income|earnings)|income statements?", re.I)
@@ -120,12 +121,13 @@ TOPICS: list[Topic] = [
        [_table("cost_of_sales"), _table("inventories"),
         _text("How are inventories valued and managed?", "inventory valuation inventories lower of cost turnover")],
        "inventory_turnover = cost of sales / average inventory", ("inventories", "cost_of_sales", "revenue")),
-    _t("sales_split", r"(split|break\s?down|breakdown|\bby (product|categor|segment)|\bmix\b|composition|each (product|categor|segment))",
+    _t("sales_split", r"(split|break\s?down|mix|composition).{0,40}(product|categor)|\bby (product|categor)|each (product|categor)",
        [_table("revenue_by_category", ("7", "8")), _table("revenue"),
         _text("What drove the change in net sales?", "net sales increased decreased due primarily to higher net sales")],
-       None, ("revenue", "business", "segments")),
-    _t("segments", r"\bsegments?\b", [_table("revenue_by_segment", ("7", "8")),
-                                      _text("How did the segments perform?", "segment net sales operating income increased")]),
+       None, ("revenue", "business")),
+    _t("segments", r"\bsegments?\b", [_table("revenue_by_segment", ("7", "8")), _table("revenue"),
+                                      _text("How did the segments perform?", "segment net sales operating income increased")],
+       None, ("revenue",)),
     _t("gross_margin", r"gross (margin|profit)",
        [_table("revenue"), _table("cost_of_sales"),
         _text("What drove the gross margin?", "gross margin percentage increased decreased due to")],
@@ -153,7 +155,7 @@ TOPICS: list[Topic] = [
        [_table("revenue"), _text("What drove net sales?", "net sales increased decreased due primarily to revenue growth")]),
     _t("operating_income", r"operating (income|profit)|income from operations",
        [_table("operating_income"), _text("What drove operating income?", "operating income increased decreased due to")]),
-    _t("net_income", r"net (income|earnings|profit)|\bprofits?\b|bottom line",
+    _t("net_income", r"net (income|earnings|profit)|bottom line|\bprofitab",
        [_table("net_income"), _text("What drove net income?", "net income increased decreased effective tax rate")]),
     _t("cash_flow", r"cash flows?|capex|capital expenditure|operating activities",
        [_table("operating_cash_flow"), _table("capex"),
@@ -191,6 +193,9 @@ def _question_keywords(question: str, ticker: str) -> str:
 
 
 def _sub_question(sq_id: int, need: Need, fiscal_year: int, question: str, ticker: str) -> SubQuestion:
+    if need.kind == "TABLE" and not need.metric:  # the generic plan's statement search
+        return SubQuestion(id=sq_id, text=f"Which FY{fiscal_year} figures answer: {question}", kind="TABLE",
+                           items=list(need.items), keywords=need.keywords)
     if need.kind == "TABLE":
         m = METRICS[need.metric]
         verb = "How did" if m.breakdown else "What was"
@@ -214,21 +219,13 @@ def build_plan(question: str, ticker: str, fiscal_year: int) -> TenKPlan:
         needs = [_text(question, words), Need("TABLE", ("8",), text=question, keywords=words)]
     sqs: list[SubQuestion] = []
     for need in needs:
-        sq = _sub_question(len(sqs) + 1, need, fiscal_year, question, ticker) if need.metric else \
-            _generic(len(sqs) + 1, need, fiscal_year, question, ticker)
+        sq = _sub_question(len(sqs) + 1, need, fiscal_year, question, ticker)
         if not any((q.kind, q.keywords) == (sq.kind, sq.keywords) for q in sqs):
             sqs.append(sq)
     calculation = next((t.calculation for t in topics if t.calculation), None)
     route = "; ".join(f"[{q.kind}] Item {'/'.join(q.items)}: {q.keywords}" for q in sqs)
     return TenKPlan(ticker=ticker, fiscal_year=fiscal_year, sub_questions=sqs[:12], calculation=calculation,
                     search_plan=f"Topics: {', '.join(t.name for t in topics) or 'general'}. {route}")
-
-
-def _generic(sq_id: int, need: Need, fiscal_year: int, question: str, ticker: str) -> SubQuestion:
-    if need.kind == "TABLE":
-        return SubQuestion(id=sq_id, text=f"Which FY{fiscal_year} figures answer: {question}", kind="TABLE",
-                           items=list(need.items), keywords=need.keywords)
-    return _sub_question(sq_id, need, fiscal_year, question, ticker)
 
 
 # ---------- replanning ----------
@@ -307,8 +304,6 @@ def preview_labels(preview: str) -> list[str]:
 
 
 def score_candidate(sq: SubQuestion, cand: TableCandidate) -> float:
-    from agent.tenk.tables import label_level
-
     m = metric_for(sq) if sq.kind == "TABLE" else None
     labels = preview_labels(cand.preview)
     score = 0.0
