@@ -11,6 +11,7 @@ import re
 
 from agent.pipeline.models import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
+from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.lexicon import (
     FINANCE_TERMS,
     concept_groups,
@@ -31,7 +32,7 @@ def _words(text: str) -> set[str]:
     return {stem(w) for w in content_words(text)}
 
 
-class ExtractiveProvider:
+class ExtractiveProvider(ExtractiveTenKRoles):
     name = "extractive"
 
     # ---------- stage 2: plan ----------
