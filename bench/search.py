@@ -25,6 +25,7 @@ TRANSCRIPTS = Path("/work/shared/data/transcripts")
 QUARTERS = [(y, q) for y in (2022, 2023) for q in range(1, 5)]
 TOP_K = 15
 REPEAT = 30  # queries run twice to check that the default search is repeatable
+VARIANT_QUERIES = 50  # queries per prototype variant (--variants)
 TARGETS = [("filtered_recall_at_15", ">=", 1.0), ("unfiltered_recall_at_15", ">=", 0.95), ("p95_ms_100k", "<", 20.0)]
 SEED_QUERIES = [
     "net interest margin outlook", "loan growth guidance", "capex guidance", "deposit costs", "credit quality trends",
@@ -67,54 +68,6 @@ def make_filters(tickers: list[str], n: int, seed: int = 3) -> list:
         periods = [Period(fiscal_year=QUARTERS[i][0], fiscal_quarter=QUARTERS[i][1]) for i in sorted(picks)]
         out.append(SearchFilters(tickers=[tickers[int(rng.integers(len(tickers)))]], periods=periods))
     return out
-
-
-# --- loading ---------------------------------------------------------------------------------
-
-def admin(ctx, statement: str) -> float:
-    """Run a maintenance statement in autocommit; returns its seconds."""
-    import psycopg
-
-    with psycopg.connect(ctx.database_url, autocommit=True) as conn:
-        started = time.perf_counter()
-        conn.execute(statement)
-        return time.perf_counter() - started
-
-
-def hnsw_definition(ctx) -> str:
-    with ctx.pool.connection() as conn:
-        row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'transcript_chunks_hnsw'").fetchone()
-    return row["indexdef"]
-
-
-def take(gen, n: int) -> list:
-    docs, have = [], 0
-    while have < n:
-        docs.append(next(gen))
-        have += len(docs[-1][3])
-    return docs
-
-
-def load(ctx, docs: list, embedder) -> tuple[int, float]:
-    started = time.perf_counter()
-    with ctx.pool.connection() as conn:
-        n = common.bulk_load(conn, docs, embedder)
-    return n, time.perf_counter() - started
-
-
-def grow(ctx, gen, embedder, have: int, target: int, index_sql: str) -> dict:
-    """Bulk load up to `target` chunks with the HNSW index dropped, then rebuild it from the migration's definition."""
-    admin(ctx, "DROP INDEX IF EXISTS transcript_chunks_hnsw")
-    loaded, load_s = load(ctx, take(gen, target - have), embedder)
-    build_s = admin(ctx, "SET maintenance_work_mem = '1GB'; " + index_sql)  # the graph fits in memory: fast build
-    admin(ctx, "VACUUM ANALYZE transcript_chunks")
-    return {"chunks": have + loaded, "loaded": loaded, "load_s": load_s, "hnsw_build_s": build_s}
-
-
-def indexed_insert(ctx, gen, embedder, n: int = 500) -> tuple[int, float]:
-    """The same COPY with the HNSW index in place (kept: call it after measuring a size)."""
-    loaded, seconds = load(ctx, take(gen, n), embedder)
-    return loaded, loaded / seconds
 
 
 # --- searching -------------------------------------------------------------------------------
@@ -197,12 +150,12 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
     vecs = [ctx.embed_query(q) for q in queries]
     embedder = common.FastHashEmbedder()
     gen = common.synthetic_docs(base, [f"X{i:03d}" for i in range(10_000)], QUARTERS)
-    index_sql, have = hnsw_definition(ctx), 0
+    index_sql, have = common.hnsw_definition(ctx), 0
     out: dict = {"queries": len(queries), "top_k": TOP_K, "real_transcript_docs": len(base), **common.machine(),
                  "load_avg_1m_start": round(os.getloadavg()[0], 2)}
     for target, label in sizes:
         say(f"loading {target} chunks")
-        g = grow(ctx, gen, embedder, have, target, index_sql)
+        g = common.grow(ctx, gen, embedder, have, target, index_sql)
         have = g["chunks"]
         out |= {f"chunks_{label}": have, f"bulk_load_chunks_per_s_{label}": round(g["loaded"] / g["load_s"], 1),
                 f"hnsw_build_s_{label}": round(g["hnsw_build_s"], 1)}
@@ -212,8 +165,9 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
         out |= figures
         if args.variants and label == sizes[-1][1]:
             say(f"measuring {len(search_variants.VARIANTS)} prototype variants at {label}")
-            out["variants"] = search_variants.run_variants(ctx, queries[:n], vecs[:n], exact_ids, common.percentile, recall)
-        added, rate = indexed_insert(ctx, gen, embedder)
+            k = min(n, VARIANT_QUERIES)
+            out["variants"] = search_variants.run_variants(ctx, queries[:k], vecs[:k], exact_ids[:k], common.percentile, recall)
+        added, rate = common.indexed_insert(ctx, gen, embedder)
         have += added
         out[f"indexed_insert_chunks_per_s_{label}"] = round(rate, 1)
     say("ingesting real transcripts")
@@ -229,37 +183,55 @@ def headline(out: dict, labels: list[str]) -> dict:
     for key in ("p50_ms_100k", "p95_ms_100k"):
         out.setdefault(key, None)
     out["bulk_load_chunks_per_s"] = out[f"bulk_load_chunks_per_s_{labels[-1]}"]
+    out["sizes"] = labels
     return out
 
 
-def rows(result: dict) -> list[tuple]:
-    return [(k, v) for k, v in result.items() if k not in ("targets", "variants", "platform", "python")]
-
-
-def variant_rows(result: dict) -> list[tuple]:
-    return [(v["variant"], v["recall_vs_current_exact"], v["recall_vs_own_exact"], v["p50_ms"], v["p95_ms"])
-            for v in result.get("variants", [])]
-
-
+PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
+         ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
+PER_SIZE = ["chunks", "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
+            "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
+            "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s"]
+ONCE = ["ingest_chunks_per_s", "ingest_chunks", "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
+        "load_avg_1m_start", "load_avg_1m_end", "pgvector", "seconds"]
 VARIANT_HEADER = ("variant (unfiltered)", "recall vs current exact", "recall vs own exact", "p50 ms", "p95 ms")
 
 
+def tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
+    """(title, header, rows) for the console and the docs alike."""
+    labels = result["sizes"]
+    latency = [(name, *(result.get(f"{prefix}{k}_ms_{label}") for label in labels for k in ("p50", "p95")))
+               for name, prefix in PATHS]
+    out = [("latency of hybrid_search, ms", ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95"))),
+            latency),
+           ("per corpus size", ("figure", *labels), [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in PER_SIZE]),
+           ("run", ("figure", "value"), [(k, result.get(k)) for k in ONCE])]
+    if result.get("variants"):
+        rows = [(v["variant"], v["recall_vs_current_exact"], v["recall_vs_own_exact"], v["p50_ms"], v["p95_ms"])
+                for v in result["variants"]]
+        out.append((f"prototype variants at {labels[-1]} (bench/search_variants.py)", VARIANT_HEADER, rows))
+    return out
+
+
 def markdown(result: dict, command: str) -> str:
-    checks = "\n".join(f"- {c['status']}: `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
+    checks = "\n".join(f"- **{c['status']}** `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
                        for c in result["targets"])
-    return (f"## Search\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}), "
-            f"{result['queries']} queries, hash embedder, embedded Postgres 16 + pgvector {result['pgvector']}.\n\n"
-            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n"
-            + common.markdown_table(rows(result), ("metric", "value")) + "\n\n" + NOTES
-            + ("\n\nPrototype variants (`--variants`, bench/search_variants.py):\n\n"
-               + common.markdown_table(variant_rows(result), VARIANT_HEADER) if result.get("variants") else ""))
+    body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in tables(result))
+    return (f"## Search\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}, load average "
+            f"{result['load_avg_1m_start']} at the start), {result['queries']} queries, hash embedder, "
+            f"embedded Postgres 16 + pgvector {result['pgvector']}, in {result['seconds']} s:\n\n"
+            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{NOTES}")
 
 
-NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in /work/shared/data/transcripts over
-synthetic tickers and 8 quarters), bulk-loaded with COPY while the HNSW index is dropped, then the index is rebuilt
-from the migration's own definition. Latencies are warm `hybrid_search` calls (query embedding excluded), one at a time.
-Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; `filtered_*` = one ticker + 3 quarters (always exact);
-`exact_*` = `exact=True`. Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query."""
+NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in /work/shared/data/transcripts:
+a quarter of the sentences swapped, every number nudged) over synthetic tickers and 8 quarters, embedded with the
+hash embedder, bulk-loaded with COPY while the HNSW index is dropped, then the index is rebuilt from the migration's own
+definition (`hnsw_build_s`). Latencies are warm, one-at-a-time `hybrid_search` calls (query embedding excluded).
+Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; filtered = one ticker + 3 of its quarters.
+Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query (unfiltered at 100k: the
+first `exact_queries` queries). `unfiltered_repeat_overlap` = overlap of the same default query run twice.
+`indexed_insert_chunks_per_s` = the same COPY with the HNSW index in place; `ingest_chunks_per_s` = the real path
+(`ops.ingest_runner.ingest`, fanout off, hash embedder, a few real transcript files, on the largest table)."""
 
 
 def pgvector_version(ctx) -> str:
@@ -275,7 +247,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
     p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
     p.add_argument("--queries", type=int, default=100)
-    p.add_argument("--exact-queries", type=int, default=50,
+    p.add_argument("--exact-queries", type=int, default=100,
                    help="queries given the exact unfiltered reference at 100k (about 1-2 s each); all of them at 10k")
     p.add_argument("--ingest-files", type=int, default=4)
     p.add_argument("--variants", action="store_true", help="also measure the prototype variants (bench/search_variants.py)")
@@ -310,9 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        common.print_rich("hybrid search benchmark", rows(result), ("metric", "value"), result["targets"])
-        if result.get("variants"):
-            common.print_rich("prototype variants", variant_rows(result), VARIANT_HEADER, [])
+        common.print_rich(tables(result), result["targets"])
     failed = any(c["status"] == "FAIL" for c in result["targets"])
     return 1 if args.strict and failed else 0
 

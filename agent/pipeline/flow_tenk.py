@@ -50,8 +50,13 @@ class TenKStages:
         limit = self.ctx.settings.tenk_parallelism
         assignments: list[list[list]] = [[] for _ in range(limit)]
         n = 0
+        done = tk.setdefault("retrieved", {})
         for ticker, plan in plans.items():
             for sq in plan.sub_questions:
+                signature = f"{sq.kind}|{'/'.join(sq.items)}|{sq.keywords}"
+                if signature in done.get(ticker, []):
+                    continue  # a replan repeats the sub-questions it keeps: their evidence is already in
+                done.setdefault(ticker, []).append(signature)
                 assignments[n % limit].append([ticker, sq.id])
                 n += 1
         self.emit("tenk_search", f"10-K round {tk['round']}: {n} sub-questions",
@@ -59,6 +64,8 @@ class TenKStages:
                   sub_questions={t: [f"[{q.kind}] Item {'/'.join(q.items)}: {q.text}" for q in p.sub_questions] for t, p in plans.items()})
         calls = [TaskCall(task="tenk_retrieve", args={"round": tk["round"], "slot": i, "assignments": a})
                  for i, a in enumerate(assignments) if a]
+        if not calls:
+            return self.after_tenk_retrieve()
         return self._dispatch("tenk_retrieve", calls)
 
     def after_tenk_retrieve(self) -> StepOutcome:

@@ -66,12 +66,15 @@ CALCULATIONS: dict[str, CalcSpec] = {
 }
 
 
-def calc_name(calculation: str | None) -> str | None:
-    """The registry name of a plan's calculation ('inventory_turnover = ...' -> 'inventory_turnover')."""
-    if not calculation:
-        return None
-    head = re.split(r"[=:(]", calculation, maxsplit=1)[0].strip().lower().replace(" ", "_").replace("-", "_")
-    return head if head in CALCULATIONS else None
+def calc_names(calculation: str | None) -> list[str]:
+    """The registry names in a plan's calculation: 'inventory_turnover = ...; gross_margin = ...' ->
+    ['inventory_turnover', 'gross_margin']; unknown names are left out."""
+    names = []
+    for part in (calculation or "").split(";"):
+        head = re.split(r"[=:(]", part, maxsplit=1)[0].strip().lower().replace(" ", "_").replace("-", "_")
+        if head in CALCULATIONS and head not in names:
+            names.append(head)
+    return names
 
 
 def inventory_turnover(cost_of_sales: float, inv_begin: float | None, inv_end: float) -> Calculation:

@@ -66,7 +66,9 @@ class TenKAnswerRequest(BaseModel):
 
 class TenKEvaluateRequest(BaseModel):
     question: str
+    round: int = 1
     plan: TenKPlan
     answer: str
     evidence: list[Evidence]
+    markers: dict[str, str] = Field(default_factory=dict)  # citation_key -> '[10K1]', as cited in the answer
     budget_note: str = ""

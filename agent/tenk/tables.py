@@ -119,15 +119,16 @@ def label_level(label: str, aliases: tuple[str, ...]) -> tuple[int, int]:
 
 
 def find_rows(tables: list[Table], aliases: tuple[str, ...], caption_re: re.Pattern | None) -> list[RowMatch]:
-    """Rows labelled with one of the aliases and holding figures, best first: a primary statement's row
-    ('CONSOLIDATED BALANCE SHEETS') beats the same label in a note (e.g. 'Cost of sales' in a stock-compensation table)."""
+    """Rows labelled with one of the aliases and holding figures, best first: an exact label beats a prefix; a
+    primary statement's row ('CONSOLIDATED BALANCE SHEETS') beats the same line item in a note (e.g. 'Cost of sales'
+    in a stock-compensation table); then the earlier alias wins."""
     out = []
     for order, table in enumerate(tables):
         bonus = 30 if caption_re and caption_re.search(table.caption) else 0
         for row in table.rows:
             level, idx = label_level(row[0], aliases) if row else (0, 0)
             if level and table.amounts(row):
-                out.append(RowMatch(table, row, level * 10 - idx * 0.5 + bonus - order * 0.01))
+                out.append(RowMatch(table, row, level * 100 + bonus - idx * 0.5 - order * 0.01))
     return sorted(out, key=lambda m: -m.score)
 
 

@@ -58,7 +58,7 @@ def do_retrieve(ctx: Context, llm, job_id: str, iteration: int, rnd: int, slot: 
         key = f"{iteration}:tenk{rnd}:retrieve:{ticker}:{sq_id}"
         with record_call(ctx.pool, job_id, key, f"tenk_{sq.kind.lower()}_search",
                          {"ticker": ticker, "items": sq.items, "keywords": sq.keywords}) as rec:
-            evidence, usage = retrieve(ctx, llm, state.request.question, plan, sq, iteration)
+            evidence, usage = retrieve(ctx, llm, state.request.question, plan, sq, iteration, budget_note=budget_note(state))
             n = jobstore.add_evidence(ctx.pool, job_id, evidence)
             rec.result_size = len(evidence)
         added += n
@@ -84,11 +84,12 @@ def do_answer(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: 
 def do_evaluate(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: str) -> None:
     state = _state(ctx, job_id)
     plan = _plan(ctx, job_id, iteration, rnd, ticker)
-    evidence, _ = _tenk_evidence(ctx, job_id, ticker)
+    evidence, markers = _tenk_evidence(ctx, job_id, ticker)
     answer = next(iter(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:tenk{rnd}:answer:{ticker}").values()), {})
     key = f"{iteration}:tenk{rnd}:evaluate:{ticker}"
     with record_call(ctx.pool, job_id, key, "llm.evaluate_10k", {"ticker": ticker}):
-        ev, usage = llm.evaluate_10k(TenKEvaluateRequest(question=state.request.question, plan=plan,
+        ev, usage = llm.evaluate_10k(TenKEvaluateRequest(question=state.request.question, plan=plan, round=rnd,
                                                          answer=(answer.get("answer") or {}).get("text", ""),
-                                                         evidence=evidence, budget_note=budget_note(state)))
+                                                         evidence=evidence, markers=answer.get("markers", markers),
+                                                         budget_note=budget_note(state)))
     jobstore.put_output(ctx.pool, job_id, key, {"evaluation": ev.model_dump(mode="json"), "usage": _usage(usage)})

@@ -126,6 +126,9 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 if not scope.findings:
                     continue
                 label = _scope_label(scope.scope, by_key, scope.findings)
+                if scope.scope.endswith(":10k"):  # 10-K answers (tables, calculations) read best one per line
+                    body += [f"- {label}: {_clean(f.text)} {_marks(f, req.markers)}" for f in scope.findings if f.citation_key in req.markers]
+                    continue
                 text = " ".join(f"{_clean(f.text)} {_marks(f, req.markers)}" for f in scope.findings if f.citation_key in req.markers)
                 body.append(f"- {label}: {text}")
             if body:
@@ -183,6 +186,8 @@ class ExtractiveProvider(ExtractiveTenKRoles):
             for sent_text, markers in _sentences_with_markers(line):
                 if not any(marker_to_key.get(m) in evidence for m in markers):
                     continue  # cited evidence outside this scope: another scope's evaluation checks it
+                if " = " in sent_text:  # a calculation: its inputs must be in the sources, its results are derived
+                    sent_text = sent_text.split(" = ")[0] + " " + " ".join(sent_text.split(" = ")[1:2])
                 sources = " ".join(evidence[marker_to_key[m]].text for m in markers if marker_to_key.get(m) in evidence)
                 for fig in numbers(sent_text):
                     checked += 1

@@ -1,10 +1,10 @@
 """The 10-K agent's four roles done deterministically (mixed into ExtractiveProvider).
 
-- plan_10k: the metric lexicon of agent/tenk/rules.py; replanning replaces what the evaluation found missing
+- plan_10k: the metric lexicon (agent/tenk/lexicon.py); replanning replaces what the evaluation found missing
 - select_tables: caption and row-label overlap, consolidated statements first
 - answer_10k: matching rows of the selected tables with their column headers, category splits, calculations
   with their inputs and arithmetic, and the best verbatim MD&A sentences; one '- ' line per finding
-- evaluate_10k: share of the sub-questions (and the calculation) whose figures appear in the answer
+- evaluate_10k: share of the sub-questions (and calculations) whose figures appear in the answer
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from agent.pipeline.models import Answer, Evidence
 from agent.providers.llm.base import Usage
 from agent.tenk import rules
-from agent.tenk.calculations import CALCULATIONS, Calculation, calc_name, compute
+from agent.tenk.lexicon import METRICS, Metric
+from agent.tenk.calculations import CALCULATIONS, Calculation, calc_names, compute
 from agent.tenk.models import (
     SelectTablesRequest, SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlan, TenKPlanRequest,
 )
@@ -24,18 +25,20 @@ from agent.tenk.tables import (
 from agent.text import content_words, numbers, sentences, stem
 
 _MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
-_BOILERPLATE = re.compile(r"forward-looking|should be read in conjunction|see item|refer to", re.I)
+_BOILERPLATE = re.compile(r"forward-looking|should be read in conjunction|see item|refer to|for more information|"
+                          r"\bsee [“\"]|on pages? \d", re.I)
 
 
 @dataclass
 class Part:
-    """One answer line: the sub-question it answers (None for the calculation), and whether it found data."""
+    """One answer line: the sub-question it answers (None for a calculation), and whether it found data."""
 
     sq_id: int | None
     line: str
     found: bool
     keys: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)  # what must appear in an answer that answers it
+    calc: str = ""
 
 
 class ExtractiveTenKRoles:
@@ -61,7 +64,7 @@ class ExtractiveTenKRoles:
         parts = answer_parts(req.plan, req.evidence)
         answer = _flat(_MARKER.sub("", req.answer))
         answered, missing = [], []
-        total = len(req.plan.sub_questions) + (1 if calc_name(req.plan.calculation) else 0)
+        total = len(req.plan.sub_questions) + len(calc_names(req.plan.calculation))
         done = 0
         for p in parts:
             ok = p.found and all(_flat(c) in answer for c in p.checks)
@@ -69,7 +72,7 @@ class ExtractiveTenKRoles:
             if ok and p.sq_id is not None:
                 answered.append(p.sq_id)
             elif not ok:
-                missing.append(_missing_text(p, req.plan))
+                missing.append(_missing_text(p, req.plan.sub_questions))
         quality = round(done / total, 4) if total else 0.0
         return TenKEvaluation(quality=min(1.0, quality), missing_info=missing[:8], answered=answered), Usage()
 
@@ -85,9 +88,7 @@ def answer_parts(plan: TenKPlan, evidence: list[Evidence]) -> list[Part]:
             parts.append(_table_part(sq, tables, plan.fiscal_year))
         else:
             parts.append(_text_part(sq, texts, used))
-    name = calc_name(plan.calculation)
-    if name:
-        parts.append(_calc_part(name, tables, plan.fiscal_year))
+    parts += [_calc_part(name, tables, plan.fiscal_year) for name in calc_names(plan.calculation)]
     return parts
 
 
@@ -107,14 +108,16 @@ def _table_part(sq: SubQuestion, tables: list[Table], fy: int) -> Part:
     matches = find_rows(tables, m.aliases, m.caption) if m else _rows_by_words(sq, tables)
     if not matches:
         return _not_found(sq, "tables")
-    return _row_part(sq, matches[0], m.label if m else None)
+    return _row_part(sq, matches[0], fy)
 
 
-def _row_part(sq: SubQuestion, match: RowMatch, name: str | None) -> Part:
+def _row_part(sq: SubQuestion, match: RowMatch, fy: int) -> Part:
     values = match.table.amounts(match.row)
     shown = "; ".join(f"{col.label or 'value'}: {cell}" for col, cell in values)
     source = f" ({_short(match.table.caption)})" if _short(match.table.caption) else ""
-    return Part(sq.id, f"{match.label}{source}: {shown}", True, [match.table.key], [c for _, c in values])
+    # answering means stating the fiscal year's figure; without a column for that year, every figure shown
+    checks = [cell for col, cell in values if col.year == fy] or [cell for _, cell in values]
+    return Part(sq.id, f"{match.label}{source}: {shown}", True, [match.table.key], checks)
 
 
 def _short(caption: str) -> str:
@@ -132,17 +135,15 @@ def _rows_by_words(sq: SubQuestion, tables: list[Table]) -> list[RowMatch]:
     return sorted(out, key=lambda r: -r.score)
 
 
-def _breakdown_part(sq: SubQuestion, m: rules.Metric, tables: list[Table], fy: int) -> Part:
-    for t in sorted(tables, key=lambda t: not m.breakdown.search(t.caption)):
+def _breakdown_part(sq: SubQuestion, m: Metric, tables: list[Table], fy: int) -> Part:
+    for t in (t for t in tables if m.breakdown.search(t.caption)):
         col = fiscal_column(t, fy)
-        if not (m.breakdown.search(t.caption) and col):
-            continue
-        rows = _breakdown_rows(t, col.index)
+        rows = _breakdown_rows(t, col.index) if col else []
         if rows:
             shown = "; ".join(f"{label} {value}" for label, value in rows)
             return Part(sq.id, f"{m.label[0].upper()}{m.label[1:]}, {col.label}: {shown}", True, [t.key],
                         [v for _, v in rows])
-    return _not_found(sq, "tables (no category split table)")
+    return _not_found(sq, "tables (no table of the split)")
 
 
 def _breakdown_rows(t: Table, col: int) -> list[tuple[str, str]]:
@@ -154,7 +155,7 @@ def _breakdown_rows(t: Table, col: int) -> list[tuple[str, str]]:
         if col >= len(row) or not row[col]:
             continue
         if nested:
-            if label_level(row[0], rules.METRICS["revenue"].aliases)[0] and section:
+            if label_level(row[0], METRICS["revenue"].aliases)[0] and section:
                 out.append((section, row[col]))
         else:
             out.append((display_label(row[0]), row[col]))
@@ -162,6 +163,7 @@ def _breakdown_rows(t: Table, col: int) -> list[tuple[str, str]]:
 
 
 def _calc_part(name: str, tables: list[Table], fy: int) -> Part:
+    """The calculation's line, or what it lacks; Part.sq_id None marks a calculation, Part.calc names it."""
     spec = CALCULATIONS[name]
     inputs: dict[str, float | None] = {}
     keys, missing = [], []
@@ -173,11 +175,12 @@ def _calc_part(name: str, tables: list[Table], fy: int) -> Part:
         if key:
             keys.append(key)
         elif metric_name != "inventories@prior":
-            missing.append(f"{rules.METRICS[base].label} (FY{year})")
+            missing.append(f"{METRICS[base].label} (FY{year})")
     calc = compute(name, inputs)
     if calc is None:
-        return Part(None, f"{spec.label} could not be computed: missing {', '.join(missing) or 'inputs'}", False)
-    return Part(None, _calc_line(calc, fy), True, keys, [calc.result])
+        return Part(None, f"{spec.label} could not be computed: missing {', '.join(missing) or 'inputs'}", False,
+                    calc=name)
+    return Part(None, _calc_line(calc, fy), True, keys, [calc.result], calc=name)
 
 
 def _calc_line(calc: Calculation, fy: int) -> str:
@@ -185,7 +188,7 @@ def _calc_line(calc: Calculation, fy: int) -> str:
 
 
 def _metric_value(metric: str, tables: list[Table], year: int) -> tuple[float | None, str | None]:
-    m = rules.METRICS[metric]
+    m = METRICS[metric]
     for match in find_rows(tables, m.aliases, m.caption):
         found = match.table.value_in(match.row, year)
         if found:
@@ -194,20 +197,26 @@ def _metric_value(metric: str, tables: list[Table], year: int) -> tuple[float | 
 
 
 # ---------- text parts ----------
+def _is_statement(sent: str) -> bool:
+    """A quotable sentence: not a table row, heading, table lead-in ('... as follows:'), question or cross-reference."""
+    return ("|" not in sent and 6 <= len(sent.split()) and len(sent) <= 450 and not sent.endswith(("?", ":"))
+            and not _BOILERPLATE.search(sent))
+
+
 def _text_part(sq: SubQuestion, texts: list[Evidence], used: set[str]) -> Part:
+    """The two best sentences of the routed passages: query-word overlap, figures, retrieved for this sub-question."""
     routed = [e for e in texts if e.item in sq.items] or texts
     want = {stem(w) for w in content_words(f"{sq.keywords} {sq.text}")}
     scored = []
     for order, ev in enumerate(routed):
         for sent in sentences(ev.text):
-            if "|" in sent or len(sent) > 450 or sent.endswith("?") or _BOILERPLATE.search(sent) or sent in used:
+            if sent in used or not _is_statement(sent):
                 continue
             overlap = len(want & {stem(w) for w in content_words(sent)})
             if overlap >= 2:
-                score = overlap + (1.5 if numbers(sent) else 0) + (0.5 if ev.query == sq.keywords else 0) + 0.5 * ev.score
+                score = overlap + 1.5 * bool(numbers(sent)) + 0.5 * (ev.query == sq.keywords) + 0.5 * ev.score
                 scored.append((score, -order, sent, ev.citation_key))
-    scored.sort(reverse=True)
-    picked = scored[:2]
+    picked = sorted(scored, reverse=True)[:2]
     if not picked:
         return _not_found(sq, "text")
     used.update(s for _, _, s, _ in picked)
@@ -220,12 +229,11 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _missing_text(p: Part, plan: TenKPlan) -> str:
+def _missing_text(p: Part, sub_questions: list[SubQuestion]) -> str:
     if p.sq_id is None:
-        name = calc_name(plan.calculation)
-        return f"Calculation {name} not computed: {p.line.split('missing', 1)[-1].strip()}" if not p.found else \
-            f"Calculation {name}: result not stated in the answer"
-    sq = next(q for q in plan.sub_questions if q.id == p.sq_id)
+        return f"Calculation {p.calc} not computed: {p.line.split('missing', 1)[-1].strip()}" if not p.found else \
+            f"Calculation {p.calc}: result not stated in the answer"
+    sq = next(q for q in sub_questions if q.id == p.sq_id)
     return f"Sub-question {sq.id} [{sq.kind}, Item {'/'.join(sq.items)}] '{sq.text}': " + \
         ("no matching figures or passage" if not p.found else "found but not stated in the answer")
 

@@ -1,9 +1,10 @@
-"""The `openai` provider: the four LLM roles on any OpenAI-compatible chat endpoint (OpenAI, Cerebras, vLLM, Ollama).
+"""The `openai` provider: every LLM role (pipeline and 10-K agent) on any OpenAI-compatible chat endpoint.
 
-One model per role (settings.llm_models): planner -> plan, generator -> extract and compose, evaluator -> evaluate.
-plan, extract and evaluate ask for JSON and validate it against a pydantic model, with one repair retry
-(structured.py); compose returns the answer as plain markdown, capped by max_tokens. Transient HTTP errors are
-retried by the SDK (max_retries = settings.max_tool_retries); other API errors propagate for the ledger to classify.
+One model per role (settings.llm_models): planner -> plan, plan_10k and select_tables; generator -> extract, compose
+and answer_10k; evaluator -> evaluate and evaluate_10k.
+plan, extract, evaluate and the structured 10-K roles ask for JSON and validate it against a pydantic model, with one
+repair retry (structured.py); compose (capped by max_tokens) and answer_10k return plain markdown. Transient HTTP
+errors are retried by the SDK (max_retries = settings.max_tool_retries); other API errors propagate for the ledger.
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from agent.providers.llm import prompts
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
 from agent.providers.llm.structured import StructuredOutputError, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
+from agent.tenk.models import (
+    SelectTablesRequest, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlan, TenKPlanRequest,
+)
 
 _QUESTION_WORDS = re.compile(r"^(what|how|did|does|do|is|are|was|were|why|when|which|who|can|could)\b\s*", re.I)
 
@@ -104,3 +108,37 @@ class OpenAIProvider:
         if not data["needs_news_search"]:
             data["news_query"] = None
         return Evaluation.model_validate(data), usage
+
+    # ---------- stage 2.6: the SEC 10-K agent ----------
+    def plan_10k(self, req: TenKPlanRequest) -> tuple[TenKPlan, Usage]:
+        out, usage = self._json("plan_10k", self.models.planner, prompts.tenk_plan_messages(req), prompts.TenKPlanOutput)
+        sub_questions, seen = [], set()
+        for sq in out.sub_questions:
+            sq_id = sq.id if sq.id not in seen and sq.id > 0 else max(seen, default=0) + 1
+            seen.add(sq_id)
+            items = [i.strip().upper().removeprefix("ITEM").strip() for i in sq.items if i.strip()] or ["7"]
+            sub_questions.append(sq.model_copy(update={"id": sq_id, "items": items, "keywords": sq.keywords.strip().rstrip("?")}))
+        plan = TenKPlan(ticker=req.ticker, fiscal_year=req.fiscal_year, sub_questions=sub_questions,
+                        search_plan=out.search_plan, calculation=out.calculation or None)
+        return plan, usage
+
+    def select_tables(self, req: SelectTablesRequest) -> tuple[list[int], Usage]:
+        if not req.candidates:
+            return [], Usage()
+        out, usage = self._json("select_tables", self.models.planner, prompts.select_tables_messages(req),
+                                prompts.SelectTablesOutput)
+        known = {c.table_id for c in req.candidates}
+        return [i for i in dict.fromkeys(out.table_ids) if i in known][: req.max_tables], usage
+
+    def answer_10k(self, req: TenKAnswerRequest) -> tuple[Answer, Usage]:
+        resp = self.client.chat.completions.create(model=self.models.generator, messages=prompts.tenk_answer_messages(req))
+        usage = add_usage(Usage(), resp)
+        text = reply_text(resp).strip()
+        if not text:
+            raise StructuredOutputError("answer_10k", "the model returned an empty answer")
+        return Answer(text=text), usage
+
+    def evaluate_10k(self, req: TenKEvaluateRequest) -> tuple[TenKEvaluation, Usage]:
+        out, usage = self._json("evaluate_10k", self.models.evaluator, prompts.tenk_evaluate_messages(req), TenKEvaluation)
+        ids = {q.id for q in req.plan.sub_questions}
+        return out.model_copy(update={"answered": [i for i in dict.fromkeys(out.answered) if i in ids]}), usage

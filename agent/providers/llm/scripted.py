@@ -3,6 +3,7 @@ falling back to the extractive provider for anything not scripted.
 
 Script file (JSON): {"plan": {...ResearchPlan...},
                      "evaluate": {"1": {...Evaluation...}, "2": {...}},
+                     "evaluate_10k": {"1": {...TenKEvaluation...}},  (keyed by 10-K round)
                      "fail": {"plan": "ConnectionError: upstream down"}}
 """
 from __future__ import annotations
@@ -52,6 +53,15 @@ class ScriptedProvider(ExtractiveProvider):
         if scripted is not None:
             return Evaluation.model_validate(scripted | {"scope": req.scope}), Usage(prompt=200, completion=80)
         return super().evaluate(req)
+
+    def evaluate_10k(self, req):
+        self._maybe_fail("evaluate_10k")
+        scripted = self.script.get("evaluate_10k", {}).get(str(req.round))
+        if scripted is not None:
+            from agent.tenk.models import TenKEvaluation
+
+            return TenKEvaluation.model_validate(scripted), Usage(prompt=150, completion=40)
+        return super().evaluate_10k(req)
 
     def extract(self, req):
         self._maybe_fail("extract")
