@@ -1,6 +1,6 @@
 """Search benchmark: recall@15 and latency of hybrid_search at 10k and 100k transcript chunks, plus ingestion rate.
 
-    .venv/bin/python bench/search.py [--json] [--quick] [--strict] [--no-write] [--data-dir DIR]
+    .venv/bin/python bench/search.py [--json] [--quick] [--strict] [--no-write] [--variants] [--data-dir DIR]
 
 Builds synthetic chunks from the real transcripts (varied copies over synthetic tickers and quarters),
 embedded with the deterministic hash embedder, in a private embedded Postgres + pgvector.
@@ -146,7 +146,7 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
     sizes = [(10_000, "10k")] if args.quick else [(10_000, "10k"), (100_000, "100k")]
     n_exact = {"10k": args.queries, "100k": args.exact_queries}
     base = common.real_chunks(args.transcripts)
-    queries = build_queries(base, 30 if args.quick else args.queries)
+    queries = build_queries(base, min(30, args.queries) if args.quick else args.queries)
     vecs = [ctx.embed_query(q) for q in queries]
     embedder = common.FastHashEmbedder()
     gen = common.synthetic_docs(base, [f"X{i:03d}" for i in range(10_000)], QUARTERS)
@@ -162,7 +162,8 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
         say(f"searching {have} chunks")
         n = min(len(queries), n_exact[label])
         figures, exact_ids = measure(ctx, queries, vecs, make_filters(full_tickers(ctx), len(queries)), label, n)
-        out |= figures
+        out |= figures | {f"{k}_{label}": v for k, v in
+                          search_variants.breakdown(ctx, queries[:REPEAT], vecs[:REPEAT], common.percentile).items()}
         if args.variants and label == sizes[-1][1]:
             say(f"measuring {len(search_variants.VARIANTS)} prototype variants at {label}")
             k = min(n, VARIANT_QUERIES)
@@ -189,7 +190,7 @@ def headline(out: dict, labels: list[str]) -> dict:
 
 PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
-PER_SIZE = ["chunks", "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
+PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
             "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s"]
 ONCE = ["ingest_chunks_per_s", "ingest_chunks", "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
@@ -230,6 +231,8 @@ definition (`hnsw_build_s`). Latencies are warm, one-at-a-time `hybrid_search` c
 Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; filtered = one ticker + 3 of its quarters.
 Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query (unfiltered at 100k: the
 first `exact_queries` queries). `unfiltered_repeat_overlap` = overlap of the same default query run twice.
+`semantic_part` / `keyword_part` = the two candidate queries of an unfiltered search run alone (30 queries), and
+`keyword_match_share` = the share of all chunks the OR tsquery matches (each of them gets ranked).
 `indexed_insert_chunks_per_s` = the same COPY with the HNSW index in place; `ingest_chunks_per_s` = the real path
 (`ops.ingest_runner.ingest`, fanout off, hash embedder, a few real transcript files, on the largest table)."""
 
@@ -267,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         from ops.stack import stop_embedded
 
         settings = get_settings()
-        ctx = bootstrap(settings)
         try:
+            ctx = bootstrap(settings)
             result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
         finally:
             close_pools()

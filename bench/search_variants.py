@@ -7,7 +7,7 @@ Each variant is the SQL of agent.retrieval.hybrid (unfiltered transcript path) w
   kw     "or": rank every OR match (current) | "and": rank at most `cap` rows matching all the words (GIN)
          | "none": no keyword-only candidates
   all    rank every candidate with ts_rank_cd (current: 0 for a semantic candidate outside the keyword top n)
-Used by `bench/search.py --variants`; nothing in agent/ imports it.
+Used by bench/search.py (`breakdown` always, `run_variants` with --variants); nothing in agent/ imports it.
 """
 from __future__ import annotations
 
@@ -81,3 +81,30 @@ def run_variants(ctx, queries: list[str], vecs, current_exact: list[list], perce
                         "recall_vs_own_exact": recall([r for r, _ in runs], own_exact[key]),
                         "p50_ms": round(percentile(times, 50), 1), "p95_ms": round(percentile(times, 95), 1)})
     return out
+
+
+def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
+    """Where an unfiltered search spends its time: the HNSW side alone, the keyword side alone, and how many
+    chunks the OR tsquery matches (every one of them is ranked)."""
+    from agent.retrieval.hybrid import or_tsquery_text
+
+    sem, kw, share = [], [], []
+    with ctx.pool.connection() as conn:
+        total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
+        for text, vec in zip(queries, vecs):
+            tsq = or_tsquery_text(text)
+            with conn.transaction():
+                conn.execute("SET LOCAL hnsw.ef_search = 100")
+                started = time.perf_counter()
+                conn.execute("SELECT id FROM transcript_chunks ORDER BY embedding <=> %s LIMIT 60", (vec,)).fetchall()
+                sem.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            conn.execute("SELECT id, ts_rank_cd(tsv, to_tsquery('english', %(q)s)) AS rank FROM transcript_chunks"
+                         " WHERE tsv @@ to_tsquery('english', %(q)s) ORDER BY rank DESC LIMIT 60", {"q": tsq}).fetchall()
+            kw.append((time.perf_counter() - started) * 1000)
+            matches = conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)",
+                                   (tsq,)).fetchone()["n"]
+            share.append(matches / max(1, total))
+            conn.commit()
+    return {"semantic_part_p50_ms": round(percentile(sem, 50), 2), "keyword_part_p50_ms": round(percentile(kw, 50), 2),
+            "keyword_match_share_p50": round(percentile(share, 50), 3)}
