@@ -8,8 +8,8 @@ from celery import chain, chord
 
 from agent.pipeline import flow, jobstore
 from agent.pipeline.outcome import StepOutcome, TaskCall
-from agent.pipeline.events import publish
-from agent.pipeline.models import JobRequest, JobState
+from agent.pipeline.events import publish, publish_once
+from agent.pipeline.models import JobRequest, JobState, Outbox
 from workers.app import app, context
 from workers.queues import queue_for
 
@@ -52,7 +52,11 @@ def advance(self, job_id: str, done_step: str = "start") -> str:
     ctx = context()
     with ctx.pool.connection() as conn, conn.transaction():
         job = jobstore.lock_job(conn, job_id)
-        if job is None or job.status in ("completed", "failed", "rejected") or job.step != done_step:
+        if job is None:
+            return "stale"
+        previous = job.state.outbox
+        if job.status in ("completed", "failed", "rejected") or job.step != done_step:
+            flush_events(job_id, previous)  # a redelivery after a crash between commit and publish
             return "stale"  # a duplicate delivery, or a step some other delivery already took
         try:
             outcome = flow.step(ctx, job, ctx.llm.name)
@@ -64,15 +68,22 @@ def advance(self, job_id: str, done_step: str = "start") -> str:
             outcome = StepOutcome(status="failed", step="done", result=build_result(ctx, job, ctx.llm.name, "failed", error=reason),
                                        events=[("error", reason, {"step": done_step}), ("job_status", "failed", {"status": "failed"})])
         job.state.inflight = [c.model_dump() for c in outcome.calls]
+        # the step's events are committed with the step (outbox) and published after the commit, exactly once
+        job.state.outbox = Outbox(seq=previous.seq + 1, events=outcome.events)
         jobstore.save_job(conn, job, outcome.status, outcome.step, outcome.result,
                           error=outcome.result.error if outcome.result and outcome.status != "completed" else None)
     # dispatch only after commit, so the next tasks read the state this step wrote; a crash right here is
-    # repaired by resume_stalled, which re-sends the recorded in-flight calls under the same task ids
+    # repaired by resume_stalled, which publishes the outbox and re-sends the in-flight calls under the same task ids
+    flush_events(job_id, previous)
     if outcome.calls:
         dispatch(job_id, outcome, job.state.iteration, job.state.request.batch)
-    for type_, message, data in outcome.events:
-        publish(ctx.redis, job_id, type_, message, data, ctx.settings.event_stream_maxlen)
+    flush_events(job_id, job.state.outbox)
     return outcome.step
+
+
+def flush_events(job_id: str, outbox: Outbox) -> None:
+    ctx = context()
+    publish_once(ctx.redis, job_id, outbox.seq, outbox.events, ctx.settings.event_stream_maxlen)
 
 
 def create(request: JobRequest) -> tuple[str, bool]:
@@ -106,11 +117,15 @@ def submit_research(question: str, mode: str | None = None, tickers: list[str] |
 
 @app.task(name="tasks.coordinator.resume_stalled")
 def resume_stalled(stalled_after_s: int = 900) -> list[str]:
-    """Beat task: re-send the in-flight calls of running jobs that have not moved for a while."""
+    """Beat task: re-send the in-flight calls of running jobs that have not moved for a while, and publish
+    any step events a crashed coordinator committed but did not get to publish."""
     ctx = context()
     resumed = []
+    for job_id, outbox in jobstore.recent_final_outboxes(ctx.pool, within_s=3600):
+        flush_events(job_id, outbox)  # a final step's events lost to a crash
     for row in jobstore.stalled_jobs(ctx.pool, stalled_after_s):
         job = jobstore.load_job(ctx.pool, row["id"])
+        flush_events(job.id, job.state.outbox)
         calls = [TaskCall.model_validate(c) for c in job.state.inflight]
         if job.step == "start":
             advance.apply_async((job.id, "start"), task_id=f"{job.id}:0:start:0")

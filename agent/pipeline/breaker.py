@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Literal, TypeVar
 import redis as redis_lib
 
 from agent.pipeline.ledger import classify_error
+from agent.pipeline.redis_tx import watched_transaction
 
 log = logging.getLogger(__name__)
 
@@ -186,20 +187,8 @@ class CircuitBreaker:
         with self.guard():
             return fn(*args, **kwargs)
 
-    # ---------- helpers ----------
     def _transaction(self, fn: Callable[[Any], T], *watch: str) -> tuple[T, list]:
-        """Run fn(pipe) under WATCH; fn reads in immediate mode, then may call pipe.multi() and queue writes.
-        Retried when another worker touched a watched key in between. Returns (fn's value, EXEC results)."""
-        with self.redis.pipeline() as pipe:
-            while True:
-                try:
-                    pipe.watch(*watch)
-                    value = fn(pipe)
-                    results = pipe.execute() if pipe.explicit_transaction else []
-                    pipe.reset()
-                    return value, results
-                except redis_lib.WatchError:
-                    continue
+        return watched_transaction(self.redis, fn, *watch)
 
 
 def _ms(seconds: float) -> int:

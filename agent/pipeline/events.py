@@ -7,12 +7,15 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, Field
 
+from agent.pipeline.redis_tx import watched_transaction
+
 # the seed's event types, plus planning / search / error / job_status
 EVENT_TYPES = (
     "job_status", "planning", "search", "iteration_start", "agent_decision", "iteration_followup",
     "iteration_search", "iteration_complete", "news_search", "tenk_search", "error", "result",
 )
 TERMINAL_STATUSES = ("completed", "failed", "rejected")
+STREAM_TTL_S = 7 * 24 * 3600
 
 
 class Event(BaseModel):
@@ -37,9 +40,42 @@ def publish(redis, job_id: str, type: str, message: str = "", data: dict | None 
     event = Event(type=type, job_id=job_id, message=message, data=data or {})
     payload = event.model_dump_json(exclude={"id"})
     event.id = redis.xadd(stream_key(job_id), {"event": payload}, maxlen=maxlen, approximate=True)
-    redis.expire(stream_key(job_id), 7 * 24 * 3600)
+    redis.expire(stream_key(job_id), STREAM_TTL_S)
     redis.publish(channel(job_id), event.model_dump_json())
     return event
+
+
+def published_marker(job_id: str, seq: int) -> str:
+    return f"finagent:jobs:{job_id}:published:{seq}"
+
+
+def publish_once(redis, job_id: str, seq: int, events: list[tuple[str, str, dict]], maxlen: int = 1000) -> bool:
+    """Publish one coordinator step's events exactly once, however often it is retried (outbox pattern):
+    the stream entries and the step's marker are written in one MULTI/EXEC under WATCH of the marker."""
+    if not events:
+        return False
+    marker = published_marker(job_id, seq)
+    built = [Event(type=t, job_id=job_id, message=m, data=d or {}) for t, m, d in events]
+    for ev in built:
+        assert ev.type in EVENT_TYPES, ev.type
+
+    def write(pipe) -> bool:
+        if pipe.exists(marker):
+            return False
+        pipe.multi()
+        for ev in built:
+            pipe.xadd(stream_key(job_id), {"event": ev.model_dump_json(exclude={"id"})}, maxlen=maxlen, approximate=True)
+        pipe.expire(stream_key(job_id), STREAM_TTL_S)
+        pipe.set(marker, "1", ex=STREAM_TTL_S)
+        return True
+
+    written, ids = watched_transaction(redis, write, marker)
+    if not written:
+        return False
+    for ev, eid in zip(built, ids):  # live subscribers; late ones replay the stream
+        ev.id = eid if isinstance(eid, str) else eid.decode()
+        redis.publish(channel(job_id), ev.model_dump_json())
+    return True
 
 
 def replay(redis, job_id: str, after: str = "0") -> list[Event]:

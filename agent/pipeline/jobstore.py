@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agent.pipeline.models import Evidence, JobResult, JobState
+from agent.pipeline.models import Evidence, JobResult, JobState, Outbox
 
 
 def _async_commit(conn) -> None:
@@ -126,6 +126,16 @@ def stalled_jobs(pool, stalled_after_s: int) -> list[dict]:
             "SELECT id FROM research_jobs WHERE status IN ('queued', 'running')"
             " AND updated_at < now() - make_interval(secs => %s)", (stalled_after_s,)
         ).fetchall()
+
+
+def recent_final_outboxes(pool, within_s: int) -> list[tuple[str, Outbox]]:
+    """The last step's events of jobs that finished within `within_s`, to re-publish if a crash lost them."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, state->'outbox' AS outbox FROM research_jobs WHERE status IN ('completed', 'failed', 'rejected')"
+            " AND updated_at > now() - make_interval(secs => %s)", (within_s,)
+        ).fetchall()
+    return [(str(r["id"]), Outbox.model_validate(r["outbox"] or {})) for r in rows]
 
 
 def touch(pool, job_id: str) -> None:

@@ -155,6 +155,13 @@ class JobRequest(BaseModel):
     parent_job_id: str | None = None
 
 
+class Outbox(BaseModel):
+    """The events of one coordinator step, saved with the step so a crash before publishing loses none."""
+
+    seq: int = 0
+    events: list[tuple[str, str, dict[str, Any]]] = Field(default_factory=list)
+
+
 class JobState(BaseModel):
     """Everything the coordinator needs between steps; persisted in research_jobs.state."""
 
@@ -181,6 +188,7 @@ class JobState(BaseModel):
     started_at: float | None = None
     inflight: list[dict[str, Any]] = Field(default_factory=list)  # the calls of the stage in flight, for resume
     termination_reason: str | None = None
+    outbox: Outbox = Field(default_factory=Outbox)
 
     def trace(self, line: str) -> None:
         self.reasoning_trace.append(line)

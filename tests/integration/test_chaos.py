@@ -10,7 +10,7 @@ import time
 import pytest
 
 from agent.pipeline import jobstore
-from agent.pipeline.events import replay
+from agent.pipeline.events import published_marker, replay, stream_key
 from agent.pipeline.models import JobRequest
 from ops.ask import follow_job
 
@@ -56,3 +56,21 @@ def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, wo
     assert rows and all(r["n"] == 1 for r in rows)
     assert {r["step_key"] for r in rows} >= {"0:plan", "1:compose", "1:extract:AAPL:2024_q2"}
     workers.stop()
+
+
+def test_final_events_lost_in_a_crash_are_published_by_resume_stalled(ctx, sample_corpus, workers):
+    workers.ensure()
+    from tasks.coordinator import create, resume_stalled
+
+    job_id, _ = create(JobRequest(question="What was NVDA's revenue last quarter?", max_iterations=1))
+    job, _ = follow_job(ctx, job_id, timeout_s=120)
+    assert job.status == "completed"
+    # the coordinator committed its last step, then died before publishing: stream and marker never written
+    ctx.redis.delete(stream_key(job_id), published_marker(job_id, job.state.outbox.seq))
+    assert replay(ctx.redis, job_id) == []
+    resume_stalled.apply_async(kwargs={"stalled_after_s": 900}).get(timeout=30)
+    types = [e.type for e in replay(ctx.redis, job_id)]
+    assert types == [t for t, _, _ in job.state.outbox.events] and types[-2:] == ["result", "job_status"]
+    assert replay(ctx.redis, job_id)[-1].data["status"] == "completed"
+    resume_stalled.apply_async(kwargs={"stalled_after_s": 900}).get(timeout=30)
+    assert len(replay(ctx.redis, job_id)) == len(types)  # published once, however often the beat runs

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import fakeredis
 import pytest
@@ -44,6 +43,15 @@ def worker_a(server):
 @pytest.fixture
 def worker_b(server):
     return fakeredis.FakeRedis(server=server)  # bytes replies: the breaker must not depend on decoding
+
+
+def elapse_open_period(breaker: CircuitBreaker) -> None:
+    """What Redis does when reset_s has passed: the open marker expires (no wall-clock sleep in tests)."""
+    breaker.redis.delete(breaker.k_opened)
+
+
+def elapse_trial_lease(breaker: CircuitBreaker) -> None:
+    breaker.redis.delete(breaker.k_trial)
 
 
 def fail_n(breaker: CircuitBreaker, dep: Dependency, n: int, exc: Exception | None = None) -> None:
@@ -91,12 +99,12 @@ def test_failures_from_both_workers_add_up(worker_a, worker_b):
 
 
 def test_half_open_allows_one_trial_and_success_closes(worker_a, worker_b):
-    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=0.2)
-    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=0.2, trial_lease_s=30)
+    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=300)
+    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=300, trial_lease_s=30)
     dep = Dependency()
     fail_n(a, dep, 3)
     assert a.state() == "open"
-    time.sleep(0.3)
+    elapse_open_period(a)
     assert a.state() == b.state() == "half_open"
     assert b.allow()  # worker B takes the single trial
     assert not a.allow()  # worker A must wait for its outcome
@@ -109,18 +117,18 @@ def test_half_open_allows_one_trial_and_success_closes(worker_a, worker_b):
 
 
 def test_failed_trial_reopens(worker_a, worker_b):
-    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=0.2)
-    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=0.2)
+    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=300)
+    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=300)
     dep = Dependency()
     fail_n(a, dep, 3)
-    time.sleep(0.3)
+    elapse_open_period(a)
     fail_n(b, dep, 1, HTTPFailure(503))  # the trial call fails
-    assert a.state() == "open" and a.retry_after_s() > 0.1
+    assert a.state() == "open" and a.retry_after_s() > 290  # a whole new open period
     calls = dep.calls
     with pytest.raises(CircuitOpenError):
         a.call(dep.ok)
     assert dep.calls == calls
-    time.sleep(0.3)
+    elapse_open_period(a)
     assert a.call(dep.ok) == "ok" and b.state() == "closed"  # the next trial succeeds
 
 
@@ -146,11 +154,11 @@ def test_success_resets_the_consecutive_count(worker_a):
 
 
 def test_parameter_error_in_trial_releases_the_lease(worker_a, worker_b):
-    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=0.2, trial_lease_s=60)
-    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=0.2, trial_lease_s=60)
+    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=300, trial_lease_s=60)
+    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=300, trial_lease_s=60)
     dep = Dependency()
     fail_n(a, dep, 3)
-    time.sleep(0.3)
+    elapse_open_period(a)
     with pytest.raises(HTTPFailure):
         a.call(dep.fail, HTTPFailure(400))  # no verdict on the service: stays half-open, lease given back
     assert b.state() == "half_open"
@@ -158,19 +166,19 @@ def test_parameter_error_in_trial_releases_the_lease(worker_a, worker_b):
 
 
 def test_expired_trial_lease_lets_another_worker_try(worker_a, worker_b):
-    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=0.2, trial_lease_s=0.2)
-    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=0.2, trial_lease_s=0.2)
+    a = CircuitBreaker(worker_a, "tavily", threshold=3, reset_s=300, trial_lease_s=300)
+    b = CircuitBreaker(worker_b, "tavily", threshold=3, reset_s=300, trial_lease_s=300)
     fail_n(a, Dependency(), 3)
-    time.sleep(0.3)
+    elapse_open_period(a)
     assert a.allow()  # ...and worker A dies without reporting
-    assert not b.allow()
-    time.sleep(0.3)
+    assert not b.allow() and b.retry_after_s() > 290
+    elapse_trial_lease(a)
     assert b.allow()
 
 
 def test_concurrent_workers_count_every_failure_and_share_one_trial(server):
     clients = [fakeredis.FakeRedis(server=server, decode_responses=True) for _ in range(8)]
-    breakers = [CircuitBreaker(c, "tavily", threshold=3, reset_s=0.3) for c in clients]
+    breakers = [CircuitBreaker(c, "tavily", threshold=3, reset_s=300) for c in clients]
     barrier = threading.Barrier(len(breakers))
 
     def fail(b: CircuitBreaker):
@@ -182,8 +190,11 @@ def test_concurrent_workers_count_every_failure_and_share_one_trial(server):
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert breakers[0].failures() == 40 and breakers[0].state() == "open"
-    assert breakers[0].retry_after_s() > 0.2  # late failures did not extend the open period beyond reset_s
-    time.sleep(0.4)
+    opened_at = breakers[0].redis.get(breakers[0].k_opened)
+    for b in breakers:  # failures while open do not restart the open period
+        b.record_failure()
+    assert breakers[0].redis.get(breakers[0].k_opened) == opened_at and breakers[0].retry_after_s() <= 300
+    elapse_open_period(breakers[0])
 
     granted: list[bool] = []
     lock = threading.Lock()
