@@ -24,10 +24,15 @@ class WorkerSpec(BaseModel):
     name: str
     queues: list[str]
     concurrency: int
+    beat: bool = False  # also run beat (-B), whose resume_stalled task re-sends lost in-flight work
 
 
+# The production split (docker-compose.yml): one process per queue, so a fan-out's CPU work (LLM-task
+# prep, searches, coordinator steps) runs on every core instead of queueing behind one GIL.
 WORKERS = [
-    WorkerSpec(name="interactive", queues=["coordinator", "search", "llm"], concurrency=12),
+    WorkerSpec(name="coordinator", queues=["coordinator"], concurrency=8, beat=True),
+    WorkerSpec(name="search", queues=["search"], concurrency=8),
+    WorkerSpec(name="llm", queues=["llm"], concurrency=16),
     WorkerSpec(name="batch", queues=["batch"], concurrency=4),
 ]
 
@@ -85,8 +90,7 @@ def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> li
         if info:
             _stop_pid(info["pid"])
         log = _dir(settings) / f"{spec.name}.log"
-        # the interactive worker also runs beat (-B), whose resume_stalled task re-sends lost in-flight work
-        beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.name == "interactive" else []
+        beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", ",".join(spec.queues),
              "-P", "threads", "-c", str(spec.concurrency), "-n", f"{spec.name}@%h", "-l", "INFO", "-E", *beat],
@@ -139,11 +143,11 @@ def worker_status(settings: Settings) -> list[dict]:
 
 
 class WorkerManager:
-    """Foreground worker processes (tests, benchmarks), one per queue group as in production, restarted
+    """Foreground worker processes (tests, benchmarks), one per queue as in WORKERS, restarted
     when their environment overrides change. Only one set runs at a time: two sets would split the tasks.
     """
 
-    LAYOUT = (("main", "coordinator,llm,batch", 16), ("search", "search", 8))
+    LAYOUT = (("coordinator", "coordinator,batch", 8), ("search", "search", 8), ("llm", "llm", 16))
 
     def __init__(self, database_url: str, redis_url: str, log_dir: Path, name: str = "fg"):
         self.urls = StackURLs(database_url=database_url, redis_url=redis_url)
