@@ -51,6 +51,14 @@ def load_job(pool, job_id: str) -> JobRow | None:
     return JobRow(row) if row else None
 
 
+def load_state(pool, job_id: str) -> JobState:
+    """The state a fan-out task works from; a job that no longer exists is an error."""
+    job = load_job(pool, job_id)
+    if job is None:
+        raise LookupError(f"job {job_id} not found")
+    return job.state
+
+
 def lock_job(conn, job_id: str) -> JobRow | None:
     row = conn.execute("SELECT * FROM research_jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
     return JobRow(row) if row else None

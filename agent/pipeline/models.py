@@ -83,8 +83,9 @@ class Answer(BaseModel):
     citations: list[Citation] = Field(default_factory=list)
 
 
-class Evaluation(BaseModel):
-    """Stage 5 scores (0-100) and follow-up requests. Confidence is computed here, never taken from the LLM."""
+class EvaluationScores(BaseModel):
+    """What an evaluator returns: Stage 5 scores (0-100) and follow-up requests. The scope and the
+    confidence are not in it: both are set in code."""
 
     completeness_score: int = Field(ge=0, le=100)
     specificity_score: int = Field(ge=0, le=100)
@@ -98,6 +99,11 @@ class Evaluation(BaseModel):
     needs_transcript_search: bool = True
     needs_news_search: bool = False
     news_query: str | None = None
+
+
+class Evaluation(EvaluationScores):
+    """An evaluation of one scope. Confidence is computed here, never taken from the LLM."""
+
     scope: str = "all"
 
     @computed_field

@@ -13,23 +13,12 @@ from agent.pipeline.retrieval import SearchSpec, run_search_spec
 from agent.providers.llm.base import LLMProvider
 
 
-def _state(ctx: Context, job_id: str):
-    job = jobstore.load_job(ctx.pool, job_id)
-    if job is None:
-        raise LookupError(f"job {job_id} not found")
-    return job.state
-
-
-def _usage(usage) -> dict:
-    return {"prompt": usage.prompt, "completion": usage.completion}
-
-
 def do_plan(ctx: Context, llm: LLMProvider, job_id: str) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     with record_call(ctx.pool, job_id, "0:plan", "llm.plan", {"provider": llm.name}) as rec:
         plan, usage = run_planner(ctx, llm, state)
         rec.result_size = len(plan.search_queries)
-    jobstore.put_output(ctx.pool, job_id, "0:plan", {"plan": plan.model_dump(mode="json"), "usage": _usage(usage)})
+    jobstore.put_output(ctx.pool, job_id, "0:plan", {"plan": plan.model_dump(mode="json"), "usage": usage.model_dump()})
 
 
 def do_search(ctx: Context, job_id: str, iteration: int, n: int, spec: SearchSpec) -> int:
@@ -41,7 +30,7 @@ def do_search(ctx: Context, job_id: str, iteration: int, n: int, spec: SearchSpe
 
 
 def do_extract(ctx: Context, llm: LLMProvider, job_id: str, iteration: int, scope: str) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     evidence = jobstore.load_evidence(ctx.pool, job_id)
     key = f"{iteration}:extract:{scope}"
     if scope.endswith(":10k"):
@@ -53,11 +42,11 @@ def do_extract(ctx: Context, llm: LLMProvider, job_id: str, iteration: int, scop
     with record_call(ctx.pool, job_id, key, "llm.extract", {"scope": scope, "provider": llm.name}) as rec:
         findings, usage = run_extract(llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(findings.findings)
-    jobstore.put_output(ctx.pool, job_id, key, {"findings": findings.model_dump(mode="json"), "usage": _usage(usage)})
+    jobstore.put_output(ctx.pool, job_id, key, {"findings": findings.model_dump(mode="json"), "usage": usage.model_dump()})
 
 
 def do_compose(ctx: Context, llm: LLMProvider, job_id: str, iteration: int) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     evidence = jobstore.load_evidence(ctx.pool, job_id)
     outputs = jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:extract:")
     findings = [ScopeFindings.model_validate(o["findings"]) for o in outputs.values() if "findings" in o]
@@ -65,16 +54,16 @@ def do_compose(ctx: Context, llm: LLMProvider, job_id: str, iteration: int) -> N
     with record_call(ctx.pool, job_id, key, "llm.compose", {"scopes": len(findings), "provider": llm.name}) as rec:
         answer, usage = run_compose(llm, state, findings, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(answer.text)
-    jobstore.put_output(ctx.pool, job_id, key, {"answer": answer.model_dump(mode="json"), "usage": _usage(usage)})
+    jobstore.put_output(ctx.pool, job_id, key, {"answer": answer.model_dump(mode="json"), "usage": usage.model_dump()})
 
 
 def do_evaluate(ctx: Context, llm: LLMProvider, job_id: str, iteration: int, scope: str) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     evidence = jobstore.load_evidence(ctx.pool, job_id)
     key = f"{iteration}:evaluate:{scope}"
     with record_call(ctx.pool, job_id, key, "llm.evaluate", {"scope": scope, "provider": llm.name}):
         evaluation, usage = run_evaluate(llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
-    jobstore.put_output(ctx.pool, job_id, key, {"evaluation": evaluation.model_dump(mode="json"), "usage": _usage(usage)})
+    jobstore.put_output(ctx.pool, job_id, key, {"evaluation": evaluation.model_dump(mode="json"), "usage": usage.model_dump()})
 
 
 def do_news(ctx: Context, job_id: str, iteration: int, query: str) -> None:

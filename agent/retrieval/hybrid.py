@@ -1,8 +1,20 @@
 """Hybrid search: 0.7 x normalised cosine similarity + 0.3 x normalised full-text rank.
 
-A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot
-reach), because on pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing.
-An unfiltered search uses the HNSW index for the semantic candidates.
+Candidates are the top-n semantic rows plus, when the keyword match is selective, the top-n keyword rows; every
+candidate is then scored with its true cosine similarity and its ts_rank_cd against the OR of the query words, and
+both are min-max normalised over the candidates.
+
+Keyword candidates (the trade-off, see docs/benchmarks.md): ts_rank_cd has no index, so ranking every row that holds
+any query word (18% of a 100k-chunk corpus for a phrase like "loan growth guidance") costs hundreds of ms. Keyword-only
+candidates therefore come from the rows holding *all* the query words (or, when no row does, any of them), and only
+when that match set holds at most KEYWORD_MATCH_CAP rows in the search's scope; they are the top n of it by rank
+(ties by id). A phrase of common words ("long term", matching thousands of chunks) adds no keyword-only candidates:
+its words do not single out rows, and the semantic candidates still get their keyword rank. The indexed and the exact
+(`exact=True`) paths share this definition, so they differ only in the HNSW approximation.
+
+A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
+pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing. An unfiltered search uses the HNSW index
+for the semantic candidates.
 """
 from __future__ import annotations
 
@@ -20,12 +32,23 @@ _TABLES = {
     "10k": ("tenk_chunks", "id, ticker, fiscal_year, item, item_title, text"),
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
+KEYWORD_MATCH_CAP = 500  # keyword-only candidates only from a match set of at most this many rows
+EF_SEARCH = 200  # hnsw.ef_search of the unfiltered path (at least n)
+
+
+def _words(text: str) -> list[str]:
+    words = [w.strip(".-&") for w in _WORD.findall(text)]
+    return list(dict.fromkeys(w.lower() for w in words if len(w) > 1))
 
 
 def or_tsquery_text(text: str) -> str:
     """Words joined with OR, so a keyword phrase ranks chunks by how many of its terms they hold."""
-    words = [w.strip(".-&") for w in _WORD.findall(text)]
-    return " | ".join(dict.fromkeys(w.lower() for w in words if len(w) > 1)) or "''"
+    return " | ".join(_words(text)) or "''"
+
+
+def and_tsquery_text(text: str) -> str:
+    """Words joined with AND: the rows that hold every word of the phrase."""
+    return " & ".join(_words(text)) or "''"
 
 
 def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict]:
@@ -49,27 +72,34 @@ def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict]:
 
 
 def _query(corpus: Corpus, where: sql.Composable, exact: bool) -> sql.Composed:
+    """Parameters: vec, n, orq / andq (tsquery texts), cap and cap1 (= cap + 1)."""
     table, cols = _TABLES[corpus]
     t = sql.Identifier(table)
     if exact:
         scope = sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where}),").format(t=t, where=where)
         source = sql.SQL("scope")
+        order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
     else:
         scope, source = sql.SQL(""), t
+        order = sql.SQL("embedding <=> %(vec)s")
     return sql.SQL(
         """
         WITH {scope}
-        q AS (SELECT to_tsquery('english', %(tsq)s) AS tsq),
-        sem AS (SELECT id FROM {source} ORDER BY embedding <=> %(vec)s LIMIT %(n)s),
-        kw AS (SELECT id, ts_rank_cd(tsv, q.tsq) AS rank FROM {source}, q
-               WHERE tsv @@ q.tsq ORDER BY rank DESC LIMIT %(n)s),
+        sem AS (SELECT id FROM {source} ORDER BY {order} LIMIT %(n)s),
+        m_and AS MATERIALIZED (SELECT id, tsv FROM {source}
+                               WHERE tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
+        m_or AS MATERIALIZED (SELECT id, tsv FROM {source}
+                              WHERE NOT EXISTS (SELECT 1 FROM m_and) AND tsv @@ to_tsquery('english', %(orq)s)
+                              LIMIT %(cap1)s),
+        m AS (SELECT id, tsv FROM m_and UNION ALL SELECT id, tsv FROM m_or),
+        kw AS (SELECT id FROM m WHERE (SELECT count(*) FROM m) <= %(cap)s
+               ORDER BY ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id LIMIT %(n)s),
         cand AS (SELECT id FROM sem UNION SELECT id FROM kw)
-        SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, coalesce(kw.rank, 0) AS rank
-        FROM cand JOIN {t} c USING (id) LEFT JOIN kw USING (id)
+        SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
+        FROM cand JOIN {t} c USING (id)
         """
-    ).format(scope=scope, source=source, t=t, cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
-
-
+    ).format(scope=scope, source=source, order=order, t=t,
+             cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
 def _normalise(values: list[float]) -> list[float]:
     lo, hi = min(values), max(values)
     if hi - lo < 1e-12:
@@ -92,10 +122,11 @@ def hybrid_search(
     exact = bool(exact) or filters.is_filtered  # a filtered search is always exact
     where, params = _where(corpus, filters)
     n = max(top_k * 4, 60)
-    params |= {"tsq": or_tsquery_text(query_text), "vec": query_vec, "n": n}
+    params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
+               "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1}
     with pool.connection() as conn, conn.transaction():
         if not exact:
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(100, n))))
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(EF_SEARCH, n))))
         rows = conn.execute(_query(corpus, where, exact), params).fetchall()
     if not rows:
         return []

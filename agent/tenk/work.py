@@ -6,19 +6,7 @@ from agent.pipeline import jobstore
 from agent.pipeline.answering import assign_markers
 from agent.pipeline.budget import budget_note
 from agent.pipeline.ledger import record_call
-from agent.pipeline.models import JobState
 from agent.tenk.models import TenKAnswerRequest, TenKEvaluateRequest, TenKPlan, TenKPlanRequest
-
-
-def _state(ctx: Context, job_id: str) -> JobState:
-    job = jobstore.load_job(ctx.pool, job_id)
-    if job is None:
-        raise LookupError(f"job {job_id} not found")
-    return job.state
-
-
-def _usage(u) -> dict:
-    return {"prompt": u.prompt, "completion": u.completion}
 
 
 def _plan(ctx: Context, job_id: str, iteration: int, rnd: int, ticker: str) -> TenKPlan:
@@ -33,7 +21,7 @@ def _tenk_evidence(ctx: Context, job_id: str, ticker: str):
 
 
 def do_plan(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: str, fiscal_year: int, missing_info: list[str]) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     previous = None
     if rnd > 1:
         previous = _plan(ctx, job_id, iteration, rnd - 1, ticker)
@@ -42,14 +30,14 @@ def do_plan(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: st
         plan, usage = llm.plan_10k(TenKPlanRequest(question=state.request.question, ticker=ticker, fiscal_year=fiscal_year,
                                                    missing_info=missing_info, previous=previous, budget_note=budget_note(state)))
         rec.result_size = len(plan.sub_questions)
-    jobstore.put_output(ctx.pool, job_id, key, {"plan": plan.model_dump(mode="json"), "usage": _usage(usage)})
+    jobstore.put_output(ctx.pool, job_id, key, {"plan": plan.model_dump(mode="json"), "usage": usage.model_dump()})
 
 
 def do_retrieve(ctx: Context, llm, job_id: str, iteration: int, rnd: int, slot: int, assignments: list[list]) -> None:
     """One of at most 6 parallel retrieval tasks; each handles its share of the sub-questions in turn."""
     from agent.tenk.retrieval import retrieve
 
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     added, prompt, completion = 0, 0, 0
     plans: dict[str, TenKPlan] = {}
     for ticker, sq_id in assignments:
@@ -68,7 +56,7 @@ def do_retrieve(ctx: Context, llm, job_id: str, iteration: int, rnd: int, slot: 
 
 
 def do_answer(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: str) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     plan = _plan(ctx, job_id, iteration, rnd, ticker)
     evidence, markers = _tenk_evidence(ctx, job_id, ticker)
     key = f"{iteration}:tenk{rnd}:answer:{ticker}"
@@ -78,11 +66,11 @@ def do_answer(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: 
         rec.result_size = len(answer.text)
     # markers are saved with the answer: later evidence can renumber them, citation keys stay
     jobstore.put_output(ctx.pool, job_id, key, {"answer": answer.model_dump(mode="json"), "markers": markers,
-                                                "usage": _usage(usage)})
+                                                "usage": usage.model_dump()})
 
 
 def do_evaluate(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker: str) -> None:
-    state = _state(ctx, job_id)
+    state = jobstore.load_state(ctx.pool, job_id)
     plan = _plan(ctx, job_id, iteration, rnd, ticker)
     evidence, markers = _tenk_evidence(ctx, job_id, ticker)
     answer = next(iter(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:tenk{rnd}:answer:{ticker}").values()), {})
@@ -92,4 +80,4 @@ def do_evaluate(ctx: Context, llm, job_id: str, iteration: int, rnd: int, ticker
                                                          answer=(answer.get("answer") or {}).get("text", ""),
                                                          evidence=evidence, markers=answer.get("markers", markers),
                                                          budget_note=budget_note(state)))
-    jobstore.put_output(ctx.pool, job_id, key, {"evaluation": ev.model_dump(mode="json"), "usage": _usage(usage)})
+    jobstore.put_output(ctx.pool, job_id, key, {"evaluation": ev.model_dump(mode="json"), "usage": usage.model_dump()})

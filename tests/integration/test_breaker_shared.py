@@ -9,12 +9,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.integration.tavily_server import tavily_server
 
 pytestmark = pytest.mark.integration
 
@@ -46,34 +46,10 @@ print(json.dumps(out))
 """
 
 
-class FailingTavily(BaseHTTPRequestHandler):
-    hits = 0
-    lock = threading.Lock()
-
-    def do_POST(self):
-        with FailingTavily.lock:
-            FailingTavily.hits += 1
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = json.dumps({"detail": {"error": "internal error"}}).encode()
-        self.send_response(500)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def failing_server():
-    FailingTavily.hits = 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FailingTavily)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with tavily_server(500, {"detail": {"error": "internal error"}}) as server:
+        yield server
 
 
 def run_worker(role: str, redis_url: str, name: str, base_url: str) -> dict:
@@ -88,16 +64,16 @@ def run_worker(role: str, redis_url: str, name: str, base_url: str) -> dict:
 def test_breaker_opened_by_one_process_blocks_another(ctx, failing_server):
     name = f"tavily-it-{uuid.uuid4().hex[:8]}"
     try:
-        a = run_worker("fail", ctx.redis_url, name, failing_server)
+        a = run_worker("fail", ctx.redis_url, name, failing_server.url)
         assert a["results"] == [{"status": "error", "error_class": "system"}] * 3
-        assert a["state"] == "open" and FailingTavily.hits == 3
+        assert a["state"] == "open" and len(failing_server.requests) == 3
 
-        b = run_worker("blocked", ctx.redis_url, name, failing_server)
+        b = run_worker("blocked", ctx.redis_url, name, failing_server.url)
         assert b["pid"] != a["pid"] != os.getpid()
         assert b["raised"] is not None and b["raised"]["name"] == name and 0 < b["raised"]["retry_after_s"] <= 300
         assert "temporarily switched off" in b["raised"]["message"]
         assert b["search"]["status"] == "circuit_open" and b["state"] == "open"
-        assert FailingTavily.hits == 3  # process B never reached the server
+        assert len(failing_server.requests) == 3  # process B never reached the server
 
         # the parent's own client reads the same shared state
         assert ctx.redis.get(f"finagent:breaker:{name}:failures") == "3"

@@ -12,7 +12,7 @@ import pytest
 
 from agent.models import Period, SearchFilters
 from agent.retrieval.availability import invalidate
-from agent.retrieval.hybrid import hybrid_search, or_tsquery_text
+from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, or_tsquery_text
 from agent.retrieval.service import SearchRequest, search
 from ops.ingest_runner import ingest
 
@@ -239,40 +239,50 @@ def test_available_periods_match_the_readme(ctx, corpus):
 
 
 class Scope:
-    """Every row a search may consider, with its true cosine similarity and keyword rank, so the
-    hybrid ranking can be recomputed in Python."""
+    """Every row a search may consider, with its true cosine similarity, keyword rank and keyword matches, so
+    the hybrid ranking can be recomputed in Python."""
 
     def __init__(self, ctx, query: str, vec, where: str = "", params: tuple = ()):
-        tsq = or_tsquery_text(query)
+        orq, andq = or_tsquery_text(query), and_tsquery_text(query)
         with ctx.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT id, embedding, ts_rank_cd(tsv, to_tsquery('english', %s)) AS rank,"
-                f" tsv @@ to_tsquery('english', %s) AS match FROM transcript_chunks {where}",
-                (tsq, tsq, *params),
+                " tsv @@ to_tsquery('english', %s) AS match_or, tsv @@ to_tsquery('english', %s) AS match_and"
+                f" FROM transcript_chunks {where}",
+                (orq, orq, andq, *params),
             ).fetchall()
         self.ids = np.array([r["id"] for r in rows])
         emb = np.stack([np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in rows])
         q = np.asarray(vec, dtype=np.float64)
         self.sims = emb @ q / (np.linalg.norm(emb, axis=1) * np.linalg.norm(q))
-        self.match = np.array([bool(r["match"]) for r in rows])
-        self.ranks = np.where(self.match, np.array([float(r["rank"]) for r in rows]), 0.0)
+        self.match_or = np.array([bool(r["match_or"]) for r in rows])
+        self.match_and = np.array([bool(r["match_and"]) for r in rows])
+        self.ranks = np.where(self.match_or, np.array([float(r["rank"]) for r in rows]), 0.0)
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    def keyword_matches(self, cap: int = KEYWORD_MATCH_CAP) -> np.ndarray:
+        """Indices of the rows keyword-only candidates come from: those holding every word (else any word),
+        and none when there are more than `cap` of them."""
+        match = self.match_and if self.match_and.any() else self.match_or
+        idx = np.where(match)[0]
+        return idx if len(idx) <= cap else idx[:0]
+
     def ambiguous(self, n: int) -> bool:
-        """True when the n-th best similarity or keyword rank is tied with the next one: then which of
-        the tied rows become candidates is up to Postgres, and so are the normalisation bounds."""
+        """True when the n-th best similarity or keyword rank is tied (within float noise) with the next one:
+        then which of the tied rows become candidates depends on float rounding, and so do the bounds."""
         def tied(values: np.ndarray) -> bool:
             v = np.sort(values)[::-1]
-            return len(v) > n and abs(v[n - 1] - v[n]) <= 1e-6 * max(1.0, abs(v[n]))
-        return tied(self.sims) or tied(self.ranks[self.match])
+            return len(v) > n and 0 < abs(v[n - 1] - v[n]) <= 1e-6 * max(1.0, abs(v[n]))
+        return tied(self.sims) or tied(self.ranks[self.keyword_matches()])
 
     def ranking(self, n: int, top_k: int) -> tuple[dict[int, float], list[int]]:
-        """0.7 x min-max(cosine) + 0.3 x min-max(rank) over the top-n semantic and top-n keyword candidates."""
-        sem = set(self.ids[np.argsort(-self.sims, kind="stable")[:n]])
-        kw_idx = np.where(self.match)[0]
-        kw = set(self.ids[kw_idx[np.argsort(-self.ranks[kw_idx], kind="stable")[:n]]])
+        """0.7 x min-max(cosine) + 0.3 x min-max(rank) over the top-n semantic and top-n keyword candidates
+        (ties by id), every candidate ranked against the OR of the query words."""
+        sem = set(self.ids[np.lexsort((self.ids, -self.sims))[:n]])
+        kw_idx = self.keyword_matches()
+        kw = set(self.ids[kw_idx[np.lexsort((self.ids[kw_idx], -self.ranks[kw_idx]))[:n]]])
         cand = np.isin(self.ids, list(sem | kw))
         ids, s, k = self.ids[cand], self.sims[cand], self.ranks[cand]
 

@@ -2,13 +2,10 @@
 Tavily itself is a local HTTP server standing in at the network edge."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 
 from tests.integration.jobs import run_job
+from tests.integration.tavily_server import tavily_server
 
 pytestmark = pytest.mark.integration
 
@@ -24,25 +21,8 @@ ARTICLES = {
 
 @pytest.fixture
 def fake_tavily():
-    calls = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            calls.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            body = json.dumps(ARTICLES).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", calls
-    server.shutdown()
+    with tavily_server(200, ARTICLES) as server:
+        yield server.url, server.requests
 
 
 def test_news_without_key_is_reported_unavailable(ctx, sample_corpus, worker):

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from openai import OpenAI
 
-from agent.pipeline.models import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
+from agent.pipeline.models import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings
 from agent.providers.llm import prompts
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
 from agent.providers.llm.structured import StructuredOutputError, add_usage, complete_json, reply_text
@@ -97,7 +97,7 @@ class OpenAIProvider:
     # ---------- stage 5: evaluate ----------
     def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]:
         out, usage = self._json("evaluate", self.models.evaluator, prompts.evaluate_messages(req),
-                                prompts.EvaluationOutput)
+                                EvaluationScores)
         previous = {k.strip().lower() for k in req.previous_keywords}
         keywords: list[str] = []
         for k in out.followup_keywords:

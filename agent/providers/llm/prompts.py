@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.pipeline.models import DataSource, Evidence, Finding, QuestionType
+from agent.pipeline.models import DataSource, EvaluationScores, Evidence, Finding, QuestionType
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import schema_text
 from agent.tenk.models import (
@@ -41,23 +41,6 @@ class PlanOutput(BaseModel):
 
 class ExtractOutput(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
-
-
-class EvaluationOutput(BaseModel):
-    """Evaluation without `scope` (set in code) and without a combined confidence (computed in code)."""
-
-    completeness_score: int = Field(ge=0, le=100)
-    specificity_score: int = Field(ge=0, le=100)
-    accuracy_score: int = Field(ge=0, le=100)
-    clarity_score: int = Field(ge=0, le=100)
-    issues: list[str] = Field(default_factory=list)
-    missing_info: list[str] = Field(default_factory=list)
-    suggestions: list[str] = Field(default_factory=list)
-    is_sufficient: bool = False
-    followup_keywords: list[str] = Field(default_factory=list)
-    needs_transcript_search: bool = True
-    needs_news_search: bool = False
-    news_query: str | None = None
 
 
 # ---------- shared pieces ----------
@@ -199,7 +182,7 @@ def evaluate_messages(req: EvaluateRequest) -> Messages:
         f"Previous keywords (do not repeat): {json.dumps(req.previous_keywords)}",
         _budget(req.budget_note),
     ]
-    return _msgs(f"{EVALUATE_SYSTEM}\n{_DATA_RULES}\n\n{_json_rules(EvaluationOutput)}", "\n\n".join(lines))
+    return _msgs(f"{EVALUATE_SYSTEM}\n{_DATA_RULES}\n\n{_json_rules(EvaluationScores)}", "\n\n".join(lines))
 
 
 # ---------- stage 2.6: the SEC 10-K agent ----------

@@ -1,0 +1,45 @@
+"""The tsquery texts and the SQL of hybrid_search (no database)."""
+from __future__ import annotations
+
+from agent.models import Period, SearchFilters
+from agent.retrieval.hybrid import _query, _where, and_tsquery_text, or_tsquery_text
+
+
+def test_or_and_and_tsquery_texts_share_the_words():
+    assert or_tsquery_text("Capex guidance, capex!") == "capex | guidance"
+    assert and_tsquery_text("Capex guidance, capex!") == "capex & guidance"
+    assert and_tsquery_text("data center revenue growth") == "data & center & revenue & growth"
+    assert and_tsquery_text("Q4-2023 S&P.") == "q4-2023 & s&p"
+
+
+def test_empty_query_is_an_empty_tsquery():
+    assert or_tsquery_text("a ? !") == "''"
+    assert and_tsquery_text("") == "''"
+
+
+def _sql(corpus, filters, exact):
+    where, _ = _where(corpus, filters)
+    return " ".join(_query(corpus, where, exact).as_string(None).split())
+
+
+def _keyword_part(text: str) -> str:
+    return text[text.index("m_and AS"):]
+
+
+def test_indexed_and_exact_paths_share_the_keyword_definition():
+    indexed, exact = _sql("transcript", SearchFilters(), False), _sql("transcript", SearchFilters(), True)
+    assert _keyword_part(indexed).replace('"transcript_chunks"', "scope", 2) == _keyword_part(exact)
+    assert "ORDER BY embedding <=> %(vec)s LIMIT" in indexed  # the HNSW index
+    assert "(embedding <=> %(vec)s) + 0, id" in exact  # brute force, ties by id
+    for text in (indexed, exact):
+        assert "ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id" in text  # keyword ties by id
+        assert "(SELECT count(*) FROM m) <= %(cap)s" in text  # the keyword match cap
+        assert "NOT EXISTS (SELECT 1 FROM m_and)" in text  # OR only when no row holds every word
+
+
+def test_filtered_search_reads_a_materialized_scope():
+    f = SearchFilters(tickers=["aapl"], periods=[Period(fiscal_year=2024, fiscal_quarter=1)])
+    text = _sql("transcript", f, True)
+    assert "scope AS MATERIALIZED (SELECT id, embedding, tsv FROM \"transcript_chunks\" WHERE ticker = ANY" in text
+    assert "FROM scope WHERE tsv @@ to_tsquery('english', %(andq)s)" in text
+    assert '"tenk_chunks"' in _sql("10k", SearchFilters(items=["7"]), True)
