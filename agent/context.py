@@ -45,4 +45,4 @@ class Context:
         from agent.providers.llm.factory import make_llm
 
         with self._lock:
-            return make_llm(self.settings)
+            return make_llm(self.settings, self.redis)

@@ -245,3 +245,35 @@ def test_factory_builds_openai_provider():
     llm = make_llm(make_settings())
     assert isinstance(llm, OpenAIProvider) and llm.name == "openai"
     assert str(llm.client.base_url).rstrip("/") == BASE and llm.client.max_retries == 0
+
+
+def test_llm_endpoint_breaker_is_shared_and_stops_calls(router):
+    """Three failing calls from one worker open the endpoint's breaker; another worker then skips the network."""
+    import fakeredis
+
+    from agent.pipeline.breaker import CircuitOpenError
+
+    server = fakeredis.FakeServer()
+    route = router.post(URL).mock(return_value=httpx.Response(503, json={"error": {"message": "overloaded"}}))
+    worker_a = make_llm(make_settings(), fakeredis.FakeRedis(server=server, decode_responses=True))
+    worker_b = make_llm(make_settings(), fakeredis.FakeRedis(server=server, decode_responses=True))
+    assert worker_a.name == "openai" and worker_a.breaker.name == "llm:api.example.test"
+    for _ in range(3):
+        with pytest.raises(openai.InternalServerError):
+            worker_a.plan(plan_req())
+    calls = route.call_count
+    with pytest.raises(CircuitOpenError) as info:
+        worker_b.plan(plan_req())
+    assert route.call_count == calls == 3 and info.value.retry_after_s > 290
+    assert classify_error(info.value) == "system"
+
+
+def test_llm_breaker_ignores_bad_model_output(router):
+    import fakeredis
+
+    router.post(URL).mock(return_value=ok("plan_not_json.json"))
+    llm = make_llm(make_settings(), fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True))
+    for _ in range(4):
+        with pytest.raises(StructuredOutputError):
+            llm.plan(plan_req())
+    assert llm.breaker.state() == "closed"  # a data error says nothing about the endpoint's health

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from urllib.parse import urlparse
 
 from agent.settings import Settings
 
@@ -27,11 +28,39 @@ class DelayedProvider:
         return delayed
 
 
-def make_llm(settings: Settings):
+class GuardedProvider:
+    """Every role call goes through the LLM endpoint's circuit breaker, shared by all workers through Redis:
+    after `threshold` consecutive failures no worker calls it until the reset period has passed."""
+
+    def __init__(self, inner, breaker):
+        self.inner, self.breaker = inner, breaker
+        self.name = inner.name
+
+    def __getattr__(self, role):
+        fn = getattr(self.inner, role)
+        if role not in ROLES:
+            return fn
+
+        def guarded(*args, **kwargs):
+            return self.breaker.call(fn, *args, **kwargs)
+
+        return guarded
+
+
+def llm_breaker_name(settings: Settings) -> str:
+    return "llm:" + (urlparse(settings.llm_base_url).netloc if settings.llm_base_url else "api.openai.com")
+
+
+def make_llm(settings: Settings, redis=None):
     if settings.llm_provider == "openai":
+        from agent.pipeline.breaker import CircuitBreaker
         from agent.providers.llm.openai_provider import OpenAIProvider
 
         provider = OpenAIProvider(settings, use_json_schema=settings.llm_json_schema)
+        if redis is not None:
+            provider = GuardedProvider(provider, CircuitBreaker(redis, llm_breaker_name(settings),
+                                                                threshold=settings.circuit_breaker_threshold,
+                                                                reset_s=settings.circuit_breaker_reset_s))
     elif settings.llm_provider == "scripted":
         from agent.providers.llm.scripted import ScriptedProvider
 
