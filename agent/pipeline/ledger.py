@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -43,6 +46,10 @@ class CallRecord:
         self.error: str | None = None
 
 
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+
+
 @contextmanager
 def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, Any], retries: int = 0) -> Iterator[CallRecord]:
     """Write one ledger row for the call, whether it succeeds or raises (the exception propagates)."""
@@ -61,18 +68,19 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
         with pool.connection() as conn:
             conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
             conn.execute(
-                "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries,"
+                " error_class, error, worker) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
                 " ON CONFLICT (job_id, call_key) DO UPDATE SET duration_ms=EXCLUDED.duration_ms, result_size=EXCLUDED.result_size,"
-                " retries=EXCLUDED.retries, error_class=EXCLUDED.error_class, error=EXCLUDED.error, started_at=EXCLUDED.started_at",
+                " retries=EXCLUDED.retries, error_class=EXCLUDED.error_class, error=EXCLUDED.error, started_at=EXCLUDED.started_at,"
+                " worker=EXCLUDED.worker",
                 (job_id, call_key, tool, Jsonb(params), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
-                 error_class, error),
+                 error_class, error, worker_identity()),
             )
 
 
 def load_ledger(pool, job_id: str) -> list[dict]:
     with pool.connection() as conn:
         return conn.execute(
-            "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error"
+            "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error, worker"
             " FROM job_tool_calls WHERE job_id=%s ORDER BY started_at", (job_id,)
         ).fetchall()

@@ -101,4 +101,5 @@ def test_fanout_tasks_run_in_parallel(ctx, sample_corpus, workers, script_path):
     assert len(calls) == 3
     spans = sorted((c["started_at"].timestamp(), c["started_at"].timestamp() + c["duration_ms"] / 1000) for c in calls)
     assert spans[-1][0] < spans[0][1], f"extract calls did not overlap: {spans}"
+    assert len({c["worker"] for c in calls}) == 3  # on three different worker threads
     workers.stop()
