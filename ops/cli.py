@@ -297,41 +297,44 @@ def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--
 def batch(path: Path, mode: Optional[str] = None, wait: bool = typer.Option(True, help="wait and write results"),
           out: Optional[Path] = typer.Option(None, help="JSONL of results (default: PATH.results.jsonl)")):
     """Overnight batch: one question per line (or JSONL with a "question" field), on the low-priority batch queue.
-    Re-running the same file reuses the jobs already submitted (idempotency key = file + line)."""
-    import hashlib
+    Re-running the same file reuses the jobs already submitted (idempotency key = file + line). Bad lines are
+    reported with their line number and skipped; the command then exits with status 1."""
     import time
 
-    from agent.pipeline.jobstore import load_job
-    from agent.pipeline.models import JobRequest
-    from ops.runtime import bootstrap
-    from tasks.coordinator import create
-
-    ctx = bootstrap(workers=True)
-    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    ids = []
-    for n, line in enumerate(lines):
-        q = json.loads(line)["question"] if line.startswith("{") else line
-        ids.append(create(JobRequest(question=q, mode=mode, batch=True, idempotency_key=f"batch:{digest}:{n}"))[0])
-    console.print(f"submitted {len(ids)} jobs on the batch queue")
-    if not wait:
-        return
     from rich.progress import Progress
 
-    pending = set(ids)
-    with Progress() as progress:
-        task = progress.add_task("research jobs", total=len(ids))
-        while pending:
-            for job_id in list(pending):
-                if load_job(ctx.pool, job_id).status in ("completed", "failed", "rejected"):
-                    pending.discard(job_id)
-                    progress.advance(task)
-            time.sleep(1)
-    target = out or path.with_suffix(".results.jsonl")
-    with target.open("w") as fh:
-        for job_id in ids:
-            fh.write(load_job(ctx.pool, job_id).result.model_dump_json() + "\n")
-    console.print(f"results: {target}")
+    from agent.pipeline.jobstore import load_job, statuses
+    from ops.batch import read_batch, result_record, submit_batch
+    from ops.runtime import bootstrap
+
+    if not path.is_file():
+        err.print(f"[red]{path}: no such file[/red]")
+        raise typer.Exit(code=2)
+    lines = read_batch(path, mode)
+    bad = [item for item in lines if item.error]
+    for item in bad:
+        err.print(f"[red]{path}:{item.line}: {item.error}[/red]")
+    ctx = bootstrap(workers=True)
+    submit_batch(lines)
+    ids = [item.job_id for item in lines if item.job_id]
+    console.print(f"submitted {len(ids)} jobs on the batch queue" + (f"; {len(bad)} invalid lines skipped" if bad else ""))
+    if wait:
+        with Progress(console=err) as progress:
+            task = progress.add_task("research jobs", total=len(ids))
+            while True:
+                done = sum(1 for s in statuses(ctx.pool, ids).values() if s in ("completed", "failed", "rejected"))
+                progress.update(task, completed=done)
+                if done == len(ids):
+                    break
+                time.sleep(1)
+        target = out or path.with_suffix(".results.jsonl")
+        with target.open("w") as fh:
+            for item in lines:
+                job = load_job(ctx.pool, item.job_id) if item.job_id else None
+                fh.write(json.dumps(result_record(item, job)) + "\n")
+        console.print(f"results: {target}")
+    if bad:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -119,6 +119,12 @@ def get_outputs(pool, job_id: str, prefix: str) -> dict[str, dict]:
     return {r["step_key"]: r["payload"] for r in rows}
 
 
+def statuses(pool, job_ids: list[str]) -> dict[str, str]:
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT id, status FROM research_jobs WHERE id = ANY(%s::uuid[])", (job_ids,)).fetchall()
+    return {str(r["id"]): r["status"] for r in rows}
+
+
 def list_jobs(pool, limit: int = 20, status: str | None = None) -> list[dict]:
     with pool.connection() as conn:
         return conn.execute(

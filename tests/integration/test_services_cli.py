@@ -109,3 +109,28 @@ def test_ingest_broken_file_exits_2_and_names_it(ctx, tmp_path):
     assert "malformed JSON" in f["reason"]
     with psycopg.connect(ctx.database_url) as conn:
         assert conn.execute("SELECT count(*) FROM documents WHERE source_path = %s", (str(broken),)).fetchone()[0] == 0
+
+
+def test_batch_runs_good_lines_reports_bad_ones_and_reuses_jobs_on_rerun(ctx, sample_corpus, tmp_path):
+    from ops.workers import stop_workers
+
+    f = tmp_path / "overnight.txt"
+    f.write_text("What was NVDA's revenue last quarter?\n"
+                 '{"question": "What was AAPL\'s revenue last quarter?", "mode": "turbo"}\n'
+                 '{"question": "What was MSFT\'s revenue last quarter?"}\n')
+    try:
+        first = finagent(ctx, "batch", str(f), "--mode", "direct", cwd=tmp_path)
+        assert first.returncode == 1, first.stderr  # a bad line makes the exit status say so...
+        assert f"{f}:2:" in first.stderr and "mode" in first.stderr
+        assert "submitted 2 jobs" in first.stdout  # ...but the good lines ran
+        records = [json.loads(line) for line in f.with_suffix(".results.jsonl").read_text().splitlines()]
+        assert [r["line"] for r in records] == [1, 2, 3]
+        assert records[1]["status"] == "invalid" and "mode" in records[1]["error"]
+        assert records[0]["status"] == records[2]["status"] == "completed"
+        assert "35.1" in records[0]["answer"] and records[0]["citations"]
+        assert records[2]["citations"][0]["ticker"] == "MSFT"
+        again = finagent(ctx, "batch", str(f), "--mode", "direct", cwd=tmp_path)
+        rerun = [json.loads(line) for line in f.with_suffix(".results.jsonl").read_text().splitlines()]
+        assert again.returncode == 1 and [r.get("job_id") for r in rerun] == [r.get("job_id") for r in records]
+    finally:
+        stop_workers(ctx.settings)
