@@ -32,23 +32,36 @@ class IngestReport(BaseModel):
         return [f for f in self.files if f.status == "error"]
 
 
-def _embed_fanout(ctx: Context, texts: list[str], progress: Progress, task_id) -> None:
-    """Embed `texts` into the shared cache with one Celery group; the caller is a CLI, not a task."""
-    from celery import group
+class _FanOut:
+    """The chunk texts of every document to write, embedded by one Celery group of batches. A document is
+    written as soon as the batches covering its chunks are done, so an interrupted run keeps what it finished
+    (and the embedding cache keeps every finished batch)."""
 
-    from tasks.ingest import embed_batch
+    def __init__(self, ctx: Context, todo: list[PreparedDocument]):
+        from celery import group
 
-    size = ctx.settings.embedding_batch_size
-    batches = [texts[i:i + size] for i in range(0, len(texts), size)]
-    result = group(embed_batch.s(b) for b in batches).apply_async()
-    done = 0
-    while not result.ready():
-        now = sum(len(b) for b, r in zip(batches, result.results) if r.ready())
-        progress.update(task_id, advance=now - done)
-        done = now
-        time.sleep(0.2)
-    result.get(propagate=True)
-    progress.update(task_id, advance=len(texts) - done)
+        from tasks.ingest import embed_batch
+
+        size = ctx.settings.embedding_batch_size
+        texts = [c.text for p in todo for c in p.chunks]
+        self.sizes = [len(texts[i:i + size]) for i in range(0, len(texts), size)]
+        self.result = group(embed_batch.s(texts[i:i + size]) for i in range(0, len(texts), size)).apply_async()
+        self.spans, start = [], 0
+        for prepared in todo:  # the batches holding each document's chunks
+            end = start + len(prepared.chunks)
+            self.spans.append(range(start // size, (end - 1) // size + 1) if end > start else range(0))
+            start = end
+
+    def embedded(self) -> int:
+        return sum(n for n, r in zip(self.sizes, self.result.results) if r.ready())
+
+    def state(self, doc: int) -> tuple[bool, str | None]:
+        """(ready, error) for the doc-th document."""
+        results = [self.result.results[b] for b in self.spans[doc]]
+        failed = next((r for r in results if r.failed()), None)
+        if failed is not None:
+            return True, f"embedding failed: {type(failed.result).__name__}: {failed.result}"
+        return all(r.ready() for r in results), None
 
 
 def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False) -> IngestReport:
@@ -74,20 +87,42 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                     todo.append(prepared)
             progress.advance(parse_task)
 
-        texts = [c.text for p in todo for c in p.chunks]
-        embed_task = progress.add_task("embedding chunks", total=len(texts))
-        if texts and fanout and len(texts) > s.embedding_batch_size:
-            _embed_fanout(ctx, texts, progress, embed_task)
+        total = sum(len(p.chunks) for p in todo)
+        embed_task = progress.add_task("embedding chunks", total=total)
         write_task = progress.add_task("writing documents", total=len(todo))
-        for prepared in todo:
-            vecs = ctx.embedder.embed([c.text for c in prepared.chunks])  # cache hits after the fan-out
-            if not fanout:
-                progress.advance(embed_task, len(prepared.chunks))
-            status = write_document(ctx.pool, prepared, vecs)
-            invalidate(ctx.redis, prepared.doc.ticker)
-            tables = len(getattr(prepared.doc, "tables", []))
-            report.files.append(FileOutcome(path=prepared.path, status=status, chunks=len(prepared.chunks), tables=tables))
+
+        def write(prepared: PreparedDocument, error: str | None = None) -> None:
+            if error is None:
+                try:
+                    vecs = ctx.embedder.embed([c.text for c in prepared.chunks])  # cache hits after the fan-out
+                except Exception as exc:  # a provider failure fails this document, not the batch
+                    error = f"embedding failed: {type(exc).__name__}: {exc}"
+            if error is None:
+                status = write_document(ctx.pool, prepared, vecs)
+                invalidate(ctx.redis, prepared.doc.ticker)
+                tables = len(getattr(prepared.doc, "tables", []))
+                report.files.append(FileOutcome(path=prepared.path, status=status, chunks=len(prepared.chunks), tables=tables))
+            else:
+                report.files.append(FileOutcome(path=prepared.path, status="error", reason=error))
             progress.advance(write_task)
-        report.chunks_embedded = len(texts)
+
+        if fanout and total > s.embedding_batch_size:
+            fan = _FanOut(ctx, todo)
+            pending = list(range(len(todo)))
+            while pending:
+                progress.update(embed_task, completed=fan.embedded())
+                for doc in list(pending):
+                    ready, error = fan.state(doc)
+                    if ready:
+                        write(todo[doc], error)
+                        pending.remove(doc)
+                if pending:
+                    time.sleep(0.2)
+            progress.update(embed_task, completed=fan.embedded())
+        else:
+            for prepared in todo:
+                write(prepared)
+                progress.advance(embed_task, len(prepared.chunks))
+        report.chunks_embedded = total
     report.seconds = time.perf_counter() - started
     return report

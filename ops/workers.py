@@ -80,7 +80,19 @@ def worker_env(urls: StackURLs) -> dict[str, str]:
     return env
 
 
+def _workers_lock(settings: Settings):
+    """Two commands starting (or one stopping) the workers at once must not leave a second copy running."""
+    import fasteners
+
+    return fasteners.InterProcessLock(str(_dir(settings) / "workers.lock"))
+
+
 def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> list[str]:
+    with _workers_lock(settings):
+        return _start_workers(settings, urls, wait_s)
+
+
+def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[str]:
     started = []
     fp = _fingerprint(settings, urls)
     for spec in WORKERS:
@@ -129,12 +141,13 @@ def _stop_pid(pid: int, timeout: float = 20) -> None:
 
 def stop_workers(settings: Settings) -> list[str]:
     stopped = []
-    for spec in WORKERS:
-        info = _read(settings, spec)
-        if info:
-            _stop_pid(info["pid"])
-            stopped.append(spec.name)
-        (_dir(settings) / f"{spec.name}.json").unlink(missing_ok=True)
+    with _workers_lock(settings):
+        for spec in WORKERS:
+            info = _read(settings, spec)
+            if info:
+                _stop_pid(info["pid"])
+                stopped.append(spec.name)
+            (_dir(settings) / f"{spec.name}.json").unlink(missing_ok=True)
     return stopped
 
 

@@ -8,7 +8,7 @@ TASK_QUEUES = [Queue(name, Exchange(name, type="direct"), routing_key=name) for 
 TASK_ROUTES = {
     "tasks.coordinator.*": {"queue": "coordinator"},
     "tasks.search.*": {"queue": "search"},
-    "tasks.ingest.*": {"queue": "search"},
+    "tasks.ingest.*": {"queue": "batch"},  # bulk embedding must not hold up interactive searches
     "tasks.llm.*": {"queue": "llm"},
     "tasks.news.*": {"queue": "llm"},
     "tasks.tenk.*": {"queue": "llm"},
