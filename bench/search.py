@@ -190,7 +190,7 @@ def headline(out: dict, labels: list[str]) -> dict:
 
 PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
-PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
+PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share", "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
             "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s"]
 ONCE = ["ingest_chunks_per_s", "ingest_chunks", "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
@@ -231,10 +231,21 @@ definition (`hnsw_build_s`). Latencies are warm, one-at-a-time `hybrid_search` c
 Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; filtered = one ticker + 3 of its quarters.
 Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query (unfiltered at 100k: the
 first `exact_queries` queries). `unfiltered_repeat_overlap` = overlap of the same default query run twice.
-`semantic_part` / `keyword_part` = the two candidate queries of an unfiltered search run alone (30 queries), and
-`keyword_match_share` = the share of all chunks the OR tsquery matches (each of them gets ranked).
+`semantic_part` / `keyword_part` = the two candidate queries of an unfiltered search run alone (30 queries),
+`keyword_match_share` = the share of all chunks in a query's keyword match set (rows holding every query word, else
+any), `keyword_over_cap_share` = the share of queries whose match set is over the cap (no keyword-only candidates).
 `indexed_insert_chunks_per_s` = the same COPY with the HNSW index in place; `ingest_chunks_per_s` = the real path
-(`ops.ingest_runner.ingest`, fanout off, hash embedder, a few real transcript files, on the largest table)."""
+(`ops.ingest_runner.ingest`, fanout off, hash embedder, a few real transcript files, on the largest table).
+
+Trade-off (agent/retrieval/hybrid.py): ts_rank_cd has no index, and ranking every chunk that holds any query word
+(about 18% of 100k chunks for these queries) cost ~316 ms p50. Now keyword-only candidates are the top 60 by rank of
+the rows holding *every* query word (any word when none holds all), and only when that set has at most 500 rows in
+the search's scope; otherwise the candidates are the semantic ones. Every candidate (semantic ones too) is scored with
+its ts_rank_cd against the OR of the words, so a chunk holding some of the words still ranks above one holding none.
+A phrase of common words ("long term", "loan portfolio": thousands of chunks hold both) thus leans on the semantic
+side, whose HNSW recall is the limit: the hash embedder's short-query vectors are far from every chunk vector, so the
+index was rebuilt with m 32 / ef_construction 128 (migration 0004; slower build and inserts) and is searched with
+ef_search 200. Both the indexed and the `exact=True` path use this keyword definition."""
 
 
 def pgvector_version(ctx) -> str:

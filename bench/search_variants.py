@@ -1,12 +1,12 @@
 """Prototype variants of the unfiltered hybrid search, measured against the current `exact=True` results.
 
-Each variant is the SQL of agent.retrieval.hybrid (unfiltered transcript path) with one knob turned:
-  ef     hnsw.ef_search (current: max(100, n))
+The current variant is the SQL of agent.retrieval.hybrid itself (unfiltered transcript path); the others turn one knob:
+  ef     hnsw.ef_search (current: hybrid.EF_SEARCH)
   n      candidate pool per side (current: 60)
-  tb     break keyword-rank ties by id (current: no tie-break, so a parallel scan may pick either tied row)
-  kw     "or": rank every OR match (current) | "and": rank at most `cap` rows matching all the words (GIN)
-         | "none": no keyword-only candidates
-  all    rank every candidate with ts_rank_cd (current: 0 for a semantic candidate outside the keyword top n)
+  cap    keyword-only candidates only from a match set (rows holding every query word, else any) of at most
+         `cap` rows (current: hybrid.KEYWORD_MATCH_CAP; 0 = semantic candidates only)
+  kw     "capped": the current keyword definition | "or": the previous one, which ranked every row holding any
+         query word (about 18% of the corpus) and gave a semantic candidate outside the keyword top n rank 0
 Used by bench/search.py (`breakdown` always, `run_variants` with --variants); nothing in agent/ imports it.
 """
 from __future__ import annotations
@@ -14,49 +14,51 @@ from __future__ import annotations
 import time
 
 VARIANTS: dict[str, dict] = {
-    "current (ef 100, n 60)": {},
-    "tie-break": {"tb": True},
-    "tie-break + ef_search 200": {"tb": True, "ef": 200},
-    "tie-break + ef_search 400": {"tb": True, "ef": 400},
-    "AND-capped 500 keywords + tie-break + ef 400": {"tb": True, "ef": 400, "kw": "and", "cap": 500},
-    "semantic pool only (n 200, ef 200), rank all": {"tb": True, "ef": 200, "n": 200, "kw": "none", "all": True},
+    "current (ef 200, n 60, cap 500)": {},
+    "ef_search 100": {"ef": 100},
+    "ef_search 400": {"ef": 400},
+    "cap 2000": {"cap": 2000},
+    "no keyword-only candidates (cap 0)": {"cap": 0},
+    "previous: OR, rank every match (ef 100)": {"kw": "or", "ef": 100},
 }
-_SEM = "sem AS (SELECT id FROM transcript_chunks ORDER BY {order} LIMIT %(n)s)"
-_KW = {
-    "or": "kw AS (SELECT id, ts_rank_cd(tsv, q.tsq) AS rank FROM transcript_chunks, q WHERE tsv @@ q.tsq"
-          " ORDER BY rank DESC{tb} LIMIT %(n)s)",
-    "and": "kw AS (SELECT id, ts_rank_cd(tsv, q.tsq) AS rank FROM (SELECT id, tsv FROM transcript_chunks"
-           " WHERE tsv @@ plainto_tsquery('english', %(text)s) LIMIT %(cap)s) s, q ORDER BY rank DESC{tb} LIMIT %(n)s)",
-    "none": "kw AS (SELECT NULL::bigint AS id, 0::real AS rank FROM q WHERE false)",
-}
+_PREVIOUS = (
+    "WITH q AS (SELECT to_tsquery('english', %(orq)s) AS tsq),"
+    " sem AS (SELECT id FROM transcript_chunks ORDER BY {order} LIMIT %(n)s),"
+    " kw AS (SELECT id, ts_rank_cd(tsv, q.tsq) AS rank FROM transcript_chunks, q WHERE tsv @@ q.tsq"
+    " ORDER BY rank DESC, id LIMIT %(n)s),"
+    " cand AS (SELECT id FROM sem UNION SELECT id FROM kw)"
+    " SELECT c.id, 1 - (c.embedding <=> %(vec)s) AS sim, coalesce(kw.rank, 0) AS rank"
+    " FROM cand JOIN transcript_chunks c USING (id) LEFT JOIN kw USING (id)"
+)
 
 
-def variant_sql(cfg: dict, exact: bool) -> str:
-    order = "(embedding <=> %(vec)s) + 0" if exact else "embedding <=> %(vec)s"  # "+ 0": no index, exact order
-    kw = _KW[cfg.get("kw", "or")].format(tb=", id" if cfg.get("tb") else "")
-    # q is referenced once only (in kw), so Postgres inlines it and plans with the constant tsquery, as in hybrid.py
-    rank = "ts_rank_cd(c.tsv, to_tsquery('english', %(tsq)s))" if cfg.get("all") else "coalesce(kw.rank, 0)"
-    return (f"WITH q AS (SELECT to_tsquery('english', %(tsq)s) AS tsq), {_SEM.format(order=order)}, {kw},"
-            " cand AS (SELECT id FROM sem UNION SELECT id FROM kw)"
-            f" SELECT c.id, 1 - (c.embedding <=> %(vec)s) AS sim, {rank} AS rank"
-            " FROM cand JOIN transcript_chunks c USING (id) LEFT JOIN kw USING (id)")
+def variant_sql(cfg: dict, exact: bool):
+    from psycopg import sql
+
+    from agent.retrieval.hybrid import _query
+
+    if cfg.get("kw", "capped") == "capped":
+        return _query("transcript", sql.SQL(""), exact)
+    return _PREVIOUS.format(order="(embedding <=> %(vec)s) + 0, id" if exact else "embedding <=> %(vec)s")
 
 
 def search_ids(conn, cfg: dict, text: str, vec, exact: bool = False, top_k: int = 15) -> tuple[list[int], float]:
     """(top-k ids scored exactly as hybrid_search scores them, milliseconds)."""
-    from agent.retrieval.hybrid import _normalise, or_tsquery_text
+    from agent.retrieval import hybrid
 
     n = cfg.get("n", 60)
-    params = {"tsq": or_tsquery_text(text), "vec": vec, "n": n, "text": text, "cap": cfg.get("cap", 500)}
+    cap = cfg.get("cap", hybrid.KEYWORD_MATCH_CAP)
+    params = {"orq": hybrid.or_tsquery_text(text), "andq": hybrid.and_tsquery_text(text), "vec": vec, "n": n,
+              "cap": cap, "cap1": cap + 1}
     started = time.perf_counter()
     with conn.transaction():
-        conn.execute(f"SET LOCAL hnsw.ef_search = {max(int(cfg.get('ef', 100)), n)}")
+        conn.execute(f"SET LOCAL hnsw.ef_search = {max(int(cfg.get('ef', hybrid.EF_SEARCH)), n)}")
         rows = conn.execute(variant_sql(cfg, exact), params).fetchall()
     ms = (time.perf_counter() - started) * 1000
     if not rows:
         return [], ms
-    sims = _normalise([float(r["sim"]) for r in rows])
-    ranks = _normalise([float(r["rank"]) for r in rows])
+    sims = hybrid._normalise([float(r["sim"]) for r in rows])
+    ranks = hybrid._normalise([float(r["rank"]) for r in rows])
     scored = sorted(((-(0.7 * s + 0.3 * k), r["id"]) for r, s, k in zip(rows, sims, ranks)))
     return [i for _, i in scored[:top_k]], ms
 
@@ -84,27 +86,39 @@ def run_variants(ctx, queries: list[str], vecs, current_exact: list[list], perce
 
 
 def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
-    """Where an unfiltered search spends its time: the HNSW side alone, the keyword side alone, and how many
-    chunks the OR tsquery matches (every one of them is ranked)."""
-    from agent.retrieval.hybrid import or_tsquery_text
+    """Where an unfiltered search spends its time: the HNSW side alone, the keyword side alone (the capped
+    match set and the ranking of at most `cap` rows), the share of chunks in the keyword match set (rows holding
+    every query word, else any) and the share of queries whose match set is over the cap."""
+    from agent.retrieval import hybrid
 
-    sem, kw, share = [], [], []
+    cap = hybrid.KEYWORD_MATCH_CAP
+    keyword_sql = (
+        "WITH m_and AS MATERIALIZED (SELECT id FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %(andq)s)"
+        " LIMIT %(cap1)s), m_or AS MATERIALIZED (SELECT id FROM transcript_chunks WHERE NOT EXISTS (SELECT 1 FROM m_and)"
+        " AND tsv @@ to_tsquery('english', %(orq)s) LIMIT %(cap1)s), m AS (SELECT id FROM m_and UNION ALL"
+        " SELECT id FROM m_or) SELECT s.id FROM m JOIN transcript_chunks s USING (id) WHERE (SELECT count(*) FROM m)"
+        " <= %(cap)s ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT 60")
+    sem, kw, share, over = [], [], [], []
     with ctx.pool.connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
         for text, vec in zip(queries, vecs):
-            tsq = or_tsquery_text(text)
+            p = {"orq": hybrid.or_tsquery_text(text), "andq": hybrid.and_tsquery_text(text), "cap": cap, "cap1": cap + 1}
             with conn.transaction():
-                conn.execute("SET LOCAL hnsw.ef_search = 100")
+                conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.EF_SEARCH}")
                 started = time.perf_counter()
                 conn.execute("SELECT id FROM transcript_chunks ORDER BY embedding <=> %s LIMIT 60", (vec,)).fetchall()
                 sem.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            conn.execute("SELECT id, ts_rank_cd(tsv, to_tsquery('english', %(q)s)) AS rank FROM transcript_chunks"
-                         " WHERE tsv @@ to_tsquery('english', %(q)s) ORDER BY rank DESC LIMIT 60", {"q": tsq}).fetchall()
+            conn.execute(keyword_sql, p).fetchall()
             kw.append((time.perf_counter() - started) * 1000)
             matches = conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)",
-                                   (tsq,)).fetchone()["n"]
+                                   (p["andq"],)).fetchone()["n"]
+            if not matches:
+                matches = conn.execute("SELECT count(*) AS n FROM transcript_chunks"
+                                       " WHERE tsv @@ to_tsquery('english', %s)", (p["orq"],)).fetchone()["n"]
             share.append(matches / max(1, total))
+            over.append(1.0 if matches > cap else 0.0)
             conn.commit()
     return {"semantic_part_p50_ms": round(percentile(sem, 50), 2), "keyword_part_p50_ms": round(percentile(kw, 50), 2),
-            "keyword_match_share_p50": round(percentile(share, 50), 3)}
+            "keyword_match_share_p50": round(percentile(share, 50), 4),
+            "keyword_over_cap_share": round(sum(over) / max(1, len(over)), 3)}

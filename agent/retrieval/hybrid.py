@@ -14,7 +14,8 @@ its words do not single out rows, and the semantic candidates still get their ke
 
 A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
 pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing. An unfiltered search uses the HNSW index
-for the semantic candidates.
+(m 32, migration 0004) with hnsw.ef_search = EF_SEARCH for the semantic candidates; semantic and keyword ties break
+by id, so the exact path is deterministic.
 """
 from __future__ import annotations
 
@@ -86,14 +87,13 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool) -> sql.Composed:
         """
         WITH {scope}
         sem AS (SELECT id FROM {source} ORDER BY {order} LIMIT %(n)s),
-        m_and AS MATERIALIZED (SELECT id, tsv FROM {source}
-                               WHERE tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
-        m_or AS MATERIALIZED (SELECT id, tsv FROM {source}
+        m_and AS MATERIALIZED (SELECT id FROM {source} WHERE tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
+        m_or AS MATERIALIZED (SELECT id FROM {source}
                               WHERE NOT EXISTS (SELECT 1 FROM m_and) AND tsv @@ to_tsquery('english', %(orq)s)
                               LIMIT %(cap1)s),
-        m AS (SELECT id, tsv FROM m_and UNION ALL SELECT id, tsv FROM m_or),
-        kw AS (SELECT id FROM m WHERE (SELECT count(*) FROM m) <= %(cap)s
-               ORDER BY ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id LIMIT %(n)s),
+        m AS (SELECT id FROM m_and UNION ALL SELECT id FROM m_or),
+        kw AS (SELECT s.id FROM m JOIN {source} s USING (id) WHERE (SELECT count(*) FROM m) <= %(cap)s
+               ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT %(n)s),
         cand AS (SELECT id FROM sem UNION SELECT id FROM kw)
         SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
         FROM cand JOIN {t} c USING (id)
@@ -132,24 +132,23 @@ def hybrid_search(
         return []
     sims = _normalise([float(r["sim"]) for r in rows])
     ranks = _normalise([float(r["rank"]) for r in rows])
-    hits = []
-    for r, s, k in zip(rows, sims, ranks):
-        hits.append(
-            SearchHit(
-                source_type=corpus,
-                chunk_id=r["id"],
-                ticker=r["ticker"],
-                fiscal_year=r["fiscal_year"],
-                fiscal_quarter=r.get("fiscal_quarter") or 0,
-                item=r.get("item"),
-                title=r.get("item_title"),
-                speaker=r.get("speaker"),
-                section=r.get("section"),
-                text=r["text"],
-                semantic=float(r["sim"]),
-                keyword=float(r["rank"]),
-                score=semantic_weight * s + keyword_weight * k,
-            )
+    scored = sorted(((semantic_weight * s + keyword_weight * k, r) for r, s, k in zip(rows, sims, ranks)),
+                    key=lambda x: (-x[0], x[1]["id"]))
+    return [
+        SearchHit(
+            source_type=corpus,
+            chunk_id=r["id"],
+            ticker=r["ticker"],
+            fiscal_year=r["fiscal_year"],
+            fiscal_quarter=r.get("fiscal_quarter") or 0,
+            item=r.get("item"),
+            title=r.get("item_title"),
+            speaker=r.get("speaker"),
+            section=r.get("section"),
+            text=r["text"],
+            semantic=float(r["sim"]),
+            keyword=float(r["rank"]),
+            score=score,
         )
-    hits.sort(key=lambda h: (-h.score, h.chunk_id))
-    return hits[:top_k]
+        for score, r in scored[:top_k]
+    ]

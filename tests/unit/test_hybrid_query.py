@@ -28,11 +28,11 @@ def _keyword_part(text: str) -> str:
 
 def test_indexed_and_exact_paths_share_the_keyword_definition():
     indexed, exact = _sql("transcript", SearchFilters(), False), _sql("transcript", SearchFilters(), True)
-    assert _keyword_part(indexed).replace('"transcript_chunks"', "scope", 2) == _keyword_part(exact)
+    assert _keyword_part(indexed).replace('"transcript_chunks"', "scope", 3) == _keyword_part(exact)
     assert "ORDER BY embedding <=> %(vec)s LIMIT" in indexed  # the HNSW index
     assert "(embedding <=> %(vec)s) + 0, id" in exact  # brute force, ties by id
     for text in (indexed, exact):
-        assert "ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id" in text  # keyword ties by id
+        assert "ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id" in text  # keyword ties by id
         assert "(SELECT count(*) FROM m) <= %(cap)s" in text  # the keyword match cap
         assert "NOT EXISTS (SELECT 1 FROM m_and)" in text  # OR only when no row holds every word
 
