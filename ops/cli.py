@@ -180,10 +180,6 @@ def search(
         raise typer.Exit(code=1)
 
 
-if __name__ == "__main__":
-    app()
-
-
 @app.command()
 def ask(
     question: Optional[str] = typer.Argument(None, help="the question (omit with --feedback-on)"),
@@ -374,3 +370,7 @@ def worker(queues: str = typer.Option("coordinator,search,llm,batch", "-Q"), con
     bootstrap()
     os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
                               "-P", "threads", "-c", str(concurrency), "-E", "-l", "INFO"])
+
+
+if __name__ == "__main__":
+    app()

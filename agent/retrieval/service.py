@@ -45,13 +45,22 @@ def resolve_periods(ctx: Context, tickers: list[str], refs: list[str], corpus: C
 def search(ctx: Context, req: SearchRequest) -> SearchResponse:
     s = ctx.settings
     resp = SearchResponse(query=req.query, corpus=req.corpus)
+    known = _all_tickers(ctx, req.corpus)
+    unknown = [t for t in req.tickers if t not in known]
+    if unknown:
+        what = "transcripts" if req.corpus == "transcript" else "10-K filings"
+        resp.problems.append(f"no {what} are ingested for {', '.join(unknown)} "
+                             f"(ingested: {', '.join(known) or 'none yet; run finagent ingest'})")
+        if len(unknown) == len(req.tickers):
+            return resp
+    req = req.model_copy(update={"tickers": [t for t in req.tickers if t in known]})
     vec = ctx.embed_query(req.query)
     if not req.time_refs:  # no period asked: search everything matching the other filters
         filters = SearchFilters(tickers=req.tickers, items=req.items)
         resp.hits = hybrid_search(ctx.pool, req.query, vec, filters, req.corpus, req.top_k, s.semantic_weight, s.keyword_weight)
         return resp
-    tickers = req.tickers or _all_tickers(ctx, req.corpus)
-    periods, resp.problems = resolve_periods(ctx, tickers, req.time_refs, req.corpus)
+    periods, problems = resolve_periods(ctx, req.tickers or known, req.time_refs, req.corpus)
+    resp.problems += problems
     resp.periods = {t: [p.key for p in ps] for t, ps in periods.items()}
     hits: list[SearchHit] = []
     for ticker, ps in periods.items():

@@ -97,6 +97,17 @@ def test_search_json_last3(ctx, snv_ingested, tmp_path):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_search_unknown_ticker_and_missing_period_say_so(ctx, snv_ingested, tmp_path):
+    r = finagent(ctx, "search", "net interest margin", "--ticker", "ZZZQ", cwd=tmp_path)
+    assert r.returncode == 1 and "no transcripts are ingested for ZZZQ" in r.stderr and "SNV" in r.stderr
+    r = finagent(ctx, "search", "net interest margin", "--ticker", "SNV", "--ticker", "ZZZQ", "--json", cwd=tmp_path)
+    data = json.loads(r.stdout)
+    assert r.returncode == 0 and {h["ticker"] for h in data["hits"]} == {"SNV"}  # the known ticker still answers
+    assert any("ZZZQ" in p for p in data["problems"])
+    r = finagent(ctx, "search", "net interest margin", "--ticker", "SNV", "--quarters", "FY2030", cwd=tmp_path)
+    assert r.returncode == 1 and "FY2030 is not available for SNV" in r.stderr
+
+
 def test_ingest_broken_file_exits_2_and_names_it(ctx, tmp_path):
     broken = tmp_path / "SNV_2022_q1.json"
     broken.write_text('{"prepared_remarks": [{"speaker": "Operator", "speech": "Hel')
