@@ -170,12 +170,13 @@ def search(
         err.print(f"[yellow]note:[/yellow] {p}")
     if resp.periods:
         console.print("periods: " + "; ".join(f"{t}: {', '.join(ps)}" for t, ps in resp.periods.items()))
-    table = Table("#", "score", "ticker", "period", "where", "text")
-    for i, h in enumerate(resp.hits, 1):
-        where = f"Item {h.item}" if h.item else (h.speaker or "")
-        table.add_row(str(i), f"{h.score:.3f}", h.ticker or "", h.period, where, h.text[:160].replace("\n", " ") + "…")
-    console.print(table)
-    if not resp.hits:
+    if resp.hits:
+        table = Table("#", "score", "ticker", "period", "where", "text")
+        for i, h in enumerate(resp.hits, 1):
+            where = f"Item {h.item}" if h.item else (h.speaker or "")
+            table.add_row(str(i), f"{h.score:.3f}", h.ticker or "", h.period, where, h.text[:160].replace("\n", " ") + "…")
+        console.print(table)
+    else:
         err.print("no results")
         raise typer.Exit(code=1)
 

@@ -52,3 +52,14 @@ def find_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> l
                 break
     hits.sort()
     return list(dict.fromkeys(t for _, t in hits))
+
+
+_NOT_TICKERS = {"Q1", "Q2", "Q3", "Q4", "FY", "CEO", "CFO", "EPS", "AI", "US", "USA", "GAAP", "EBITDA", "ROE", "ROA",
+                "YOY", "QOQ", "TTM", "LTM", "SEC", "IPO", "ESG", "R&D", "SG&A", "COGS", "FCF", "NIM", "API", "GPU", "CPU"}
+
+
+def unknown_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> list[str]:
+    """Ticker-like symbols ($ZZZQ, ZZZQ's) in `text` that no known company has."""
+    known = {c.ticker for c in companies}
+    found = re.findall(r"(?<![\w$])\$?([A-Z]{2,5})(?:'s)?(?![\w&])", text)
+    return list(dict.fromkeys(t for t in found if t not in known and t not in _NOT_TICKERS))

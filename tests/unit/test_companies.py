@@ -59,3 +59,14 @@ def test_each_ticker_once(companies):
 
 def test_alias_ending_in_a_dot(companies):
     assert find_tickers("What did F.N.B. report on loans?", companies) == ["FNB"]
+
+
+def test_unknown_ticker_like_symbols():
+    from agent.models import Company
+    from agent.retrieval.companies import unknown_tickers
+
+    companies = [Company(ticker="NVDA", name="NVIDIA"), Company(ticker="AAPL", name="Apple")]
+    assert unknown_tickers("What was ZZZQ's revenue last quarter?", companies) == ["ZZZQ"]
+    assert unknown_tickers("Compare $QQQX and NVDA EPS in Q4 FY2024", companies) == ["QQQX"]
+    assert unknown_tickers("How did NVDA's GAAP EBITDA and AI revenue grow?", companies) == []
+    assert unknown_tickers("What is the best pizza topping?", companies) == []

@@ -19,7 +19,7 @@ from agent.providers.llm.lexicon import (
     pick_mode,
     route_sources,
 )
-from agent.retrieval.companies import find_tickers
+from agent.retrieval.companies import find_tickers, unknown_tickers
 from agent.retrieval.periods import find_time_refs
 from agent.settings import AnswerMode
 from agent.text import content_words, normalise_number, numbers, sentences, stem
@@ -43,6 +43,11 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         refs = (find_time_refs(req.feedback) if req.feedback else []) or find_time_refs(req.question)
         words = content_words(q)
         finance = any(stem(w) in FINANCE_TERMS or w in FINANCE_TERMS for w in words)
+        unknown = [] if tickers else unknown_tickers(q, req.companies)
+        if unknown:
+            known = ", ".join(sorted(c.ticker for c in req.companies))
+            return self._invalid(req, f"{', '.join(unknown)} is not a company finagent knows (known: {known}); "
+                                      "ingest its transcripts or 10-K first."), Usage()
         if not tickers and not finance:
             return self._invalid(req, "This does not look like a question about a public company's results, filings or news."), Usage()
         if not tickers:
