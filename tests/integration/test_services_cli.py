@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from agent.db.migrate import available
 from ops.ingest_runner import ingest
 
 pytestmark = pytest.mark.integration
@@ -76,7 +77,8 @@ def test_db_upgrade_twice_on_a_fresh_database(ctx, tmp_path):
         with psycopg.connect(url) as conn:
             versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
             assert conn.execute("SELECT to_regclass('transcript_chunks')").fetchone()[0] is not None
-        assert versions == ["0001_corpus", "0002_jobs"]
+        assert versions == [v for v, _ in available()] and versions[:2] == ["0001_corpus", "0002_jobs"]
+        assert all(v in first.stdout for v in versions)
     finally:
         with psycopg.connect(ctx.database_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
