@@ -55,7 +55,7 @@ class LocalEmbedder:
     _model = None
     _lock = threading.Lock()
     # torch already spreads one batch over every core; eight worker threads encoding at once would
-    # oversubscribe the CPU (measured: a 64-chunk batch went from ~4 s to ~200 s), so encode one at a time
+    # oversubscribe the CPU (measured here: ~200 s per 64-chunk batch with eight at once, ~10 s one at a time)
     _encode_lock = threading.Lock()
 
     def _load(self):
