@@ -95,7 +95,9 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         groups = concept_groups(req.question)
         scored: list[tuple[float, int, str, str]] = []
         for order, ev in enumerate(req.evidence):
+            previous = ""
             for sent in sentences(ev.text):
+                segment, previous = _segment_lead(previous), sent
                 if sent.endswith("?") or _BOILERPLATE.search(sent):
                     continue
                 sw = _words(sent)
@@ -103,7 +105,11 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 concept_hits = sum(1 for g in groups if g & sw)
                 figures = numbers(sent)
                 score = overlap + 1.5 * concept_hits + (1.5 if figures else 0) + (0.5 if any("$" in f or "%" in f for f in figures) else 0)
-                score += 0.3 * ev.score + _headline_bonus(sent, wanted)
+                headline = _headline_bonus(sent, wanted)
+                if segment and headline:
+                    # "Starting with Data Center. Revenue of $30.8 billion ...": a segment's figure, not the total
+                    sent, headline = f"{segment}: {sent}", 0.0
+                score += 0.3 * ev.score + headline
                 if overlap or concept_hits:
                     scored.append((score, -order, sent, ev.citation_key))
         scored.sort(reverse=True)
@@ -224,6 +230,19 @@ class ExtractiveProvider(ExtractiveTenKRoles):
 
 def _marks(finding, markers: dict[str, str]) -> str:
     return "".join(markers[k] for k in [finding.citation_key, *finding.extra_keys] if k in markers)
+
+
+_SEGMENT_LEAD = re.compile(
+    r"(?i:starting with|beginning with|moving to|turning to|turn to|now to|on to|achieved in|record in)\s+"
+    r"(?:(?i:our|the)\s+)?([A-Z][\w&\-]*(?:\s+[A-Z][\w&\-]*)*)")
+
+
+def _segment_lead(sentence: str) -> str | None:
+    """The business segment a short lead-in sentence announces ("Starting with Data Center.")."""
+    if not sentence or len(sentence.split()) > 12:
+        return None
+    m = _SEGMENT_LEAD.search(sentence)
+    return m.group(1) if m else None
 
 
 def _headline_bonus(sentence: str, wanted: set[str]) -> float:
