@@ -52,16 +52,21 @@ class _FanOut:
             self.spans.append(range(start // size, (end - 1) // size + 1) if end > start else range(0))
             start = end
 
-    def embedded(self) -> int:
-        return sum(n for n, r in zip(self.sizes, self.result.results) if r.ready())
+    def poll(self) -> tuple[int, list[tuple[bool, str | None]]]:
+        """(chunks embedded so far, (ready, error) per document), asking the result backend once per batch."""
+        from celery import states as task_states
 
-    def state(self, doc: int) -> tuple[bool, str | None]:
-        """(ready, error) for the doc-th document."""
-        results = [self.result.results[b] for b in self.spans[doc]]
-        failed = next((r for r in results if r.failed()), None)
-        if failed is not None:
-            return True, f"embedding failed: {type(failed.result).__name__}: {failed.result}"
-        return all(r.ready() for r in results), None
+        states = [(st in task_states.READY_STATES, st == task_states.FAILURE)
+                  for st in (r.state for r in self.result.results)]
+        embedded = sum(n for n, (ready, _) in zip(self.sizes, states) if ready)
+        docs = []
+        for span in self.spans:
+            failed = next((self.result.results[b] for b in span if states[b][1]), None)
+            if failed is not None:
+                docs.append((True, f"embedding failed: {type(failed.result).__name__}: {failed.result}"))
+            else:
+                docs.append((all(states[b][0] for b in span), None))
+        return embedded, docs
 
 
 def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False) -> IngestReport:
@@ -110,15 +115,15 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
             fan = _FanOut(ctx, todo)
             pending = list(range(len(todo)))
             while pending:
-                progress.update(embed_task, completed=fan.embedded())
+                embedded, docs = fan.poll()
+                progress.update(embed_task, completed=embedded)
                 for doc in list(pending):
-                    ready, error = fan.state(doc)
+                    ready, error = docs[doc]
                     if ready:
                         write(todo[doc], error)
                         pending.remove(doc)
                 if pending:
                     time.sleep(0.2)
-            progress.update(embed_task, completed=fan.embedded())
         else:
             for prepared in todo:
                 write(prepared)

@@ -8,7 +8,7 @@ from celery import chain, chord
 
 from agent.pipeline import flow, jobstore
 from agent.pipeline.outcome import StepOutcome, TaskCall
-from agent.pipeline.events import publish, publish_once
+from agent.pipeline.events import publish, publish_once, published_marker
 from agent.pipeline.models import JobRequest, JobState, Outbox
 from workers.app import app, context
 from workers.queues import queue_for
@@ -121,8 +121,14 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
     any step events a crashed coordinator committed but did not get to publish."""
     ctx = context()
     resumed = []
-    for job_id, outbox in jobstore.recent_final_outboxes(ctx.pool, within_s=3600):
-        flush_events(job_id, outbox)  # a final step's events lost to a crash
+    finished = jobstore.recent_final_outboxes(ctx.pool, within_s=3600)
+    with ctx.redis.pipeline(transaction=False) as pipe:  # one round trip for every marker
+        for job_id, outbox in finished:
+            pipe.exists(published_marker(job_id, outbox.seq))
+        published = pipe.execute()
+    for (job_id, outbox), done in zip(finished, published):
+        if not done:
+            flush_events(job_id, outbox)  # a final step's events lost to a crash
     for row in jobstore.stalled_jobs(ctx.pool, stalled_after_s):
         job = jobstore.load_job(ctx.pool, row["id"])
         flush_events(job.id, job.state.outbox)

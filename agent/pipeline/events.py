@@ -35,14 +35,28 @@ def stream_key(job_id: str) -> str:
     return f"finagent:jobs:{job_id}:stream"
 
 
-def publish(redis, job_id: str, type: str, message: str = "", data: dict | None = None, maxlen: int = 1000) -> Event:
+def _event(job_id: str, type: str, message: str = "", data: dict | None = None) -> Event:
     assert type in EVENT_TYPES, type
-    event = Event(type=type, job_id=job_id, message=message, data=data or {})
-    payload = event.model_dump_json(exclude={"id"})
-    event.id = redis.xadd(stream_key(job_id), {"event": payload}, maxlen=maxlen, approximate=True)
-    redis.expire(stream_key(job_id), STREAM_TTL_S)
-    redis.publish(channel(job_id), event.model_dump_json())
-    return event
+    return Event(type=type, job_id=job_id, message=message, data=data or {})
+
+
+def _append(redis_or_pipe, ev: Event, maxlen: int):
+    """XADD the event to its job's stream (and keep the stream for a week); returns the entry id, or the pipe."""
+    entry = redis_or_pipe.xadd(stream_key(ev.job_id), {"event": ev.model_dump_json(exclude={"id"})},
+                               maxlen=maxlen, approximate=True)
+    redis_or_pipe.expire(stream_key(ev.job_id), STREAM_TTL_S)
+    return entry
+
+
+def _broadcast(redis, ev: Event, entry_id) -> Event:
+    ev.id = entry_id if isinstance(entry_id, str) else entry_id.decode()
+    redis.publish(channel(ev.job_id), ev.model_dump_json())
+    return ev
+
+
+def publish(redis, job_id: str, type: str, message: str = "", data: dict | None = None, maxlen: int = 1000) -> Event:
+    ev = _event(job_id, type, message, data)
+    return _broadcast(redis, ev, _append(redis, ev, maxlen))
 
 
 def published_marker(job_id: str, seq: int) -> str:
@@ -55,26 +69,22 @@ def publish_once(redis, job_id: str, seq: int, events: list[tuple[str, str, dict
     if not events:
         return False
     marker = published_marker(job_id, seq)
-    built = [Event(type=t, job_id=job_id, message=m, data=d or {}) for t, m, d in events]
-    for ev in built:
-        assert ev.type in EVENT_TYPES, ev.type
+    built = [_event(job_id, *e) for e in events]
 
     def write(pipe) -> bool:
         if pipe.exists(marker):
             return False
         pipe.multi()
         for ev in built:
-            pipe.xadd(stream_key(job_id), {"event": ev.model_dump_json(exclude={"id"})}, maxlen=maxlen, approximate=True)
-        pipe.expire(stream_key(job_id), STREAM_TTL_S)
+            _append(pipe, ev, maxlen)
         pipe.set(marker, "1", ex=STREAM_TTL_S)
         return True
 
-    written, ids = watched_transaction(redis, write, marker)
+    written, results = watched_transaction(redis, write, marker)
     if not written:
         return False
-    for ev, eid in zip(built, ids):  # live subscribers; late ones replay the stream
-        ev.id = eid if isinstance(eid, str) else eid.decode()
-        redis.publish(channel(job_id), ev.model_dump_json())
+    for ev, entry_id in zip(built, results[::2]):  # XADD, EXPIRE per event; live subscribers, late ones replay
+        _broadcast(redis, ev, entry_id)
     return True
 
 

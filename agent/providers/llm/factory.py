@@ -9,42 +9,45 @@ from agent.settings import Settings
 ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
 
 
-class DelayedProvider:
-    """Adds a fixed latency to every role call, to model a remote LLM in benchmarks."""
+class RoleProxy:
+    """Wraps every role call of an inner provider in `around`; anything else passes straight through."""
 
-    def __init__(self, inner, latency_s: float):
-        self.inner, self.latency_s = inner, latency_s
+    def __init__(self, inner):
+        self.inner = inner
         self.name = inner.name
+
+    def around(self, fn, *args, **kwargs):
+        raise NotImplementedError
 
     def __getattr__(self, role):
         fn = getattr(self.inner, role)
         if role not in ROLES:
             return fn
-
-        def delayed(*args, **kwargs):
-            time.sleep(self.latency_s)
-            return fn(*args, **kwargs)
-
-        return delayed
+        return lambda *args, **kwargs: self.around(fn, *args, **kwargs)
 
 
-class GuardedProvider:
+class DelayedProvider(RoleProxy):
+    """Adds a fixed latency to every role call, to model a remote LLM in benchmarks."""
+
+    def __init__(self, inner, latency_s: float):
+        super().__init__(inner)
+        self.latency_s = latency_s
+
+    def around(self, fn, *args, **kwargs):
+        time.sleep(self.latency_s)
+        return fn(*args, **kwargs)
+
+
+class GuardedProvider(RoleProxy):
     """Every role call goes through the LLM endpoint's circuit breaker, shared by all workers through Redis:
     after `threshold` consecutive failures no worker calls it until the reset period has passed."""
 
     def __init__(self, inner, breaker):
-        self.inner, self.breaker = inner, breaker
-        self.name = inner.name
+        super().__init__(inner)
+        self.breaker = breaker
 
-    def __getattr__(self, role):
-        fn = getattr(self.inner, role)
-        if role not in ROLES:
-            return fn
-
-        def guarded(*args, **kwargs):
-            return self.breaker.call(fn, *args, **kwargs)
-
-        return guarded
+    def around(self, fn, *args, **kwargs):
+        return self.breaker.call(fn, *args, **kwargs)
 
 
 def llm_breaker_name(settings: Settings) -> str:
