@@ -8,6 +8,15 @@ if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>
   echo "finagent needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
   exit 1
 fi
+if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+  # Debian/Ubuntu ship venv separately; install it where we can, otherwise say what is missing
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq "python3-venv" >/dev/null
+  else
+    echo "finagent needs Python's venv module (Debian/Ubuntu: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=".venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-12)-${extras//,/_}"
 if [ ! -f "$stamp" ]; then
