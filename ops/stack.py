@@ -88,13 +88,38 @@ def start_embedded_redis(settings: Settings) -> str:
     raise RuntimeError(f"embedded Redis did not start; see {rdir / 'redis.log'}")
 
 
+def embedded_pg_settings(settings: Settings) -> dict[str, str]:
+    """Server settings of the embedded Postgres. jit off: search queries are short, and JIT compiling
+    the exact-scan plans (whose cost estimates cross jit_above_cost) only adds latency."""
+    return {"shared_buffers": settings.embedded_pg_shared_buffers, "jit": "off"}
+
+
 def start_embedded_postgres(settings: Settings) -> str:
     import pgserver
 
     pgdir = _pg_dir(settings)
     pgdir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(pgdir, cleanup_mode=None)
+    _apply_pg_settings(server, embedded_pg_settings(settings))
     return server.get_uri()
+
+
+def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
+    """ALTER SYSTEM the wanted values and reload; restart when one needs it (shared_buffers does, so a new
+    data dir restarts once, on its first start)."""
+    import psycopg
+    from pgserver._commands import pg_ctl
+    from psycopg import sql
+
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        for name, value in wanted.items():
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+        conn.execute("SELECT pg_reload_conf()")
+        # the files as they stand against the running server: an entry it cannot apply needs a restart
+        pending = conn.execute("SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL").fetchone()[0]
+    if pending:
+        # postmaster.opts keeps the socket options; as root, pgserver runs the server as its own system user
+        pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user)
 
 
 def ensure_stack(settings: Settings) -> StackURLs:

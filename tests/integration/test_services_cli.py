@@ -147,3 +147,14 @@ def test_batch_runs_good_lines_reports_bad_ones_and_reuses_jobs_on_rerun(ctx, sa
         assert again.returncode == 1 and [r.get("job_id") for r in rerun] == [r.get("job_id") for r in records]
     finally:
         stop_workers(ctx.settings)
+
+
+def test_embedded_postgres_runs_with_the_tuned_settings(ctx):
+    """The session's server was started by ops.stack: shared_buffers needs a restart, which must have happened."""
+    from ops.stack import embedded_pg_settings
+
+    with psycopg.connect(ctx.database_url) as conn:
+        got = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in embedded_pg_settings(ctx.settings)}
+        pending = conn.execute("SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL").fetchone()[0]
+    assert got == embedded_pg_settings(ctx.settings)
+    assert pending == 0
