@@ -99,6 +99,64 @@ class FastHashEmbedder:
         return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
 
+
+class SentenceMeanEmbedder:
+    """MiniLM geometry for synthetic chunks at bulk-load speed.
+
+    A synthetic chunk is made of the real corpus's sentences (`_vary` swaps sentences and nudges numbers), so its
+    vector here is the length-weighted mean of those sentences' all-MiniLM-L6-v2 vectors, normalised: the model's
+    own mean pooling, taken over sentences rather than over the tokens of the whole chunk. Each distinct sentence
+    (numbers masked) is embedded once by the real model and cached under ~/.cache/finagent/bench.
+    Queries are embedded by the real model itself (`embed_query`)."""
+
+    name = "minilm-sentence-mean"
+
+    def __init__(self, base: list[list[tuple[str, str, str]]], say=lambda msg: None, cache_dir: Path | None = None):
+        from agent.providers.embeddings import LocalEmbedder
+
+        self._model = LocalEmbedder()
+        pieces: dict[str, str] = {}
+        for doc in base:
+            for _, _, text in doc:
+                for piece in _SENT.split(text):
+                    pieces.setdefault(_mask(piece), piece)
+        keys = sorted(pieces)
+        digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+        cache = (cache_dir or Path.home() / ".cache" / "finagent" / "bench") / f"minilm-sentences-{digest}.npy"
+        if cache.exists():
+            vecs = np.load(cache)
+        else:
+            say(f"embedding {len(keys)} distinct sentences with all-MiniLM-L6-v2 (once; cached in {cache})")
+            vecs = self._model.embed([pieces[k] for k in keys])
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            np.save(cache, vecs)
+        self._row = {k: i for i, k in enumerate(keys)}
+        self._vecs = vecs
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._model.embed([text])[0]
+
+    def embed_one(self, text: str) -> np.ndarray:
+        pieces = _SENT.split(text)
+        rows = [self._row[_mask(p)] for p in pieces]  # KeyError: text that is not made of the corpus's sentences
+        weights = np.asarray([len(p) for p in pieces], dtype=np.float32)
+        vec = weights @ self._vecs[rows]
+        return vec / np.linalg.norm(vec)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, 384), np.float32)
+
+    def agreement(self, texts: list[str], n: int = 100) -> dict:
+        """Cosine between this approximation and the model's own vectors, over n chunks picked at random."""
+        picks = [texts[i] for i in np.random.default_rng(1).choice(len(texts), min(n, len(texts)), replace=False)]
+        cos = (self._model.embed(picks) * self.embed(picks)).sum(axis=1)
+        return {"minilm_agreement_cosine_mean": round(float(cos.mean()), 3),
+                "minilm_agreement_cosine_p5": round(float(np.percentile(cos, 5)), 3)}
+
+
+def _mask(sentence: str) -> str:
+    return re.sub(r"\d+", "#", sentence)
+
 # --- synthetic transcript corpus -------------------------------------------------------------
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
@@ -144,7 +202,8 @@ def _vary(text: str, pool: list[str], rng: np.random.Generator) -> str:
 def synthetic_docs(base: list[list[tuple[str, str, str]]], tickers: Iterable[str],
                    quarters: list[tuple[int, int]], seed: int = 11) -> Iterator[tuple[str, int, int, list]]:
     """(ticker, year, quarter, chunks): each synthetic call is a varied copy of a real one."""
-    pool = [s for doc in base for _, _, t in doc for s in _SENT.split(t) if len(s) > 40]
+    # whole sentences only: a chunk's cut-off tail swapped into mid-text would run into the next sentence
+    pool = [s for doc in base for _, _, t in doc for s in _SENT.split(t) if len(s) > 40 and s[-1] in ".!?"]
     for ti, ticker in enumerate(tickers):
         for qi, (year, quarter) in enumerate(quarters):
             rng = np.random.default_rng([seed, ti, qi])

@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 
 VARIANTS: dict[str, dict] = {
-    "current (ef 200, n 60, cap 500)": {},
+    "current (ef 150, n 60, cap 500)": {},
     "ef_search 100": {"ef": 100},
+    "ef_search 200": {"ef": 200},
     "ef_search 400": {"ef": 400},
     "cap 2000": {"cap": 2000},
     "no keyword-only candidates (cap 0)": {"cap": 0},
@@ -89,20 +90,18 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
     """Where an unfiltered search spends its time: the HNSW side alone, the keyword side alone (the capped
     match set and the ranking of at most `cap` rows), the share of chunks in the keyword match set (rows holding
     every query word, else any) and the share of queries whose match set is over the cap."""
+    from psycopg import sql
+
     from agent.retrieval import hybrid
 
     cap = hybrid.KEYWORD_MATCH_CAP
-    keyword_sql = (
-        "WITH m_and AS MATERIALIZED (SELECT id FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %(andq)s)"
-        " LIMIT %(cap1)s), m_or AS MATERIALIZED (SELECT id FROM transcript_chunks WHERE NOT EXISTS (SELECT 1 FROM m_and)"
-        " AND tsv @@ to_tsquery('english', %(orq)s) LIMIT %(cap1)s), m AS (SELECT id FROM m_and UNION ALL"
-        " SELECT id FROM m_or) SELECT s.id FROM m JOIN transcript_chunks s USING (id) WHERE (SELECT count(*) FROM m)"
-        " <= %(cap)s ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT 60")
+    keyword_sql = hybrid._query("transcript", sql.SQL(""), False, "keyword")
     sem, kw, share, over = [], [], [], []
     with ctx.pool.connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
         for text, vec in zip(queries, vecs):
-            p = {"orq": hybrid.or_tsquery_text(text), "andq": hybrid.and_tsquery_text(text), "cap": cap, "cap1": cap + 1}
+            p = {"orq": hybrid.or_tsquery_text(text), "andq": hybrid.and_tsquery_text(text), "cap": cap, "cap1": cap + 1,
+                 "vec": vec, "n": 60}
             with conn.transaction():
                 conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.EF_SEARCH}")
                 started = time.perf_counter()

@@ -14,12 +14,15 @@ its words do not single out rows, and the semantic candidates still get their ke
 
 A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
 pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing. An unfiltered search uses the HNSW index
-(m 32, migration 0004) with hnsw.ef_search = EF_SEARCH for the semantic candidates; semantic and keyword ties break
-by id, so the exact path is deterministic.
+(m 32, migration 0004) with hnsw.ef_search = EF_SEARCH for the semantic candidates, and runs its keyword statement
+on a second pooled connection at the same time, so it costs the slower of the two rather than their sum. Semantic and
+keyword ties break by id, so the exact path is deterministic.
 """
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 from psycopg import sql
@@ -34,7 +37,7 @@ _TABLES = {
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
 KEYWORD_MATCH_CAP = 500  # keyword-only candidates only from a match set of at most this many rows
-EF_SEARCH = 200  # hnsw.ef_search of the unfiltered path (at least n)
+EF_SEARCH = 150  # hnsw.ef_search of the unfiltered path (at least n); recall vs latency in docs/benchmarks.md
 
 
 def _words(text: str) -> list[str]:
@@ -72,34 +75,74 @@ def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict]:
     return sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses), params
 
 
-def _query(corpus: Corpus, where: sql.Composable, exact: bool) -> sql.Composed:
-    """Parameters: vec, n, orq / andq (tsquery texts), cap and cap1 (= cap + 1)."""
+_SEMANTIC = "sem AS (SELECT id FROM {source} ORDER BY {order} LIMIT %(n)s)"
+_KEYWORD = """
+    m_and AS MATERIALIZED (SELECT id FROM {source} WHERE tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
+    m_or AS MATERIALIZED (SELECT id FROM {source}
+                          WHERE NOT EXISTS (SELECT 1 FROM m_and) AND tsv @@ to_tsquery('english', %(orq)s)
+                          LIMIT %(cap1)s),
+    m AS (SELECT id FROM m_and UNION ALL SELECT id FROM m_or),
+    kw AS (SELECT s.id FROM m JOIN {source} s USING (id) WHERE (SELECT count(*) FROM m) <= %(cap)s
+           ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT %(n)s)"""
+_SCORED = """
+    SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
+    FROM {cand} JOIN {t} c USING (id)"""
+Part = Literal["both", "semantic", "keyword"]
+
+
+def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "both") -> sql.Composed:
+    """The candidates of `part`, each scored with its cosine similarity and keyword rank.
+
+    Parameters: vec, n, orq / andq (tsquery texts), cap and cap1 (= cap + 1)."""
     table, cols = _TABLES[corpus]
     t = sql.Identifier(table)
+    ctes = []
     if exact:
-        scope = sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where}),").format(t=t, where=where)
+        ctes.append(sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where})").format(t=t, where=where))
         source = sql.SQL("scope")
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
     else:
-        scope, source = sql.SQL(""), t
-        order = sql.SQL("embedding <=> %(vec)s")
-    return sql.SQL(
-        """
-        WITH {scope}
-        sem AS (SELECT id FROM {source} ORDER BY {order} LIMIT %(n)s),
-        m_and AS MATERIALIZED (SELECT id FROM {source} WHERE tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
-        m_or AS MATERIALIZED (SELECT id FROM {source}
-                              WHERE NOT EXISTS (SELECT 1 FROM m_and) AND tsv @@ to_tsquery('english', %(orq)s)
-                              LIMIT %(cap1)s),
-        m AS (SELECT id FROM m_and UNION ALL SELECT id FROM m_or),
-        kw AS (SELECT s.id FROM m JOIN {source} s USING (id) WHERE (SELECT count(*) FROM m) <= %(cap)s
-               ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT %(n)s),
-        cand AS (SELECT id FROM sem UNION SELECT id FROM kw)
-        SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
-        FROM cand JOIN {t} c USING (id)
-        """
-    ).format(scope=scope, source=source, order=order, t=t,
-             cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
+        source, order = t, sql.SQL("embedding <=> %(vec)s")
+    if part in ("both", "semantic"):
+        ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
+    if part in ("both", "keyword"):
+        ctes.append(sql.SQL(_KEYWORD).format(source=source))
+    cand = {"both": "(SELECT id FROM sem UNION SELECT id FROM kw) cand", "semantic": "sem", "keyword": "kw"}[part]
+    scored = sql.SQL(_SCORED).format(
+        cand=sql.SQL(cand), t=t, cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
+    return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _POOL, _POOL_PID
+    if _POOL is None or _POOL_PID != os.getpid():  # a forked child needs its own threads
+        _POOL, _POOL_PID = ThreadPoolExecutor(max_workers=4, thread_name_prefix="keyword-candidates"), os.getpid()
+    return _POOL
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_PID = 0
+
+
+def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None) -> list[dict]:
+    with pool.connection() as conn, conn.transaction():
+        if ef_search:
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)))
+        return conn.execute(query, params).fetchall()
+
+
+def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict) -> list[dict]:
+    """Scored candidate rows. The exact path is one statement; the indexed one runs its keyword statement on a
+    second connection while the HNSW scan runs on this one, so an unfiltered search costs the slower side,
+    not the sum."""
+    if exact:
+        return _fetch(pool, _query(corpus, where, True), params)
+    keyword = _executor().submit(_fetch, pool, _query(corpus, where, False, "keyword"), params)
+    rows = _fetch(pool, _query(corpus, where, False, "semantic"), params, ef_search=max(EF_SEARCH, params["n"]))
+    seen = {r["id"] for r in rows}
+    return rows + [r for r in keyword.result() if r["id"] not in seen]
+
+
 def _normalise(values: list[float]) -> list[float]:
     lo, hi = min(values), max(values)
     if hi - lo < 1e-12:
@@ -124,10 +167,7 @@ def hybrid_search(
     n = max(top_k * 4, 60)
     params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
                "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1}
-    with pool.connection() as conn, conn.transaction():
-        if not exact:
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(EF_SEARCH, n))))
-        rows = conn.execute(_query(corpus, where, exact), params).fetchall()
+    rows = _candidates(pool, corpus, where, exact, params)
     if not rows:
         return []
     sims = _normalise([float(r["sim"]) for r in rows])
