@@ -111,10 +111,11 @@ class SentenceMeanEmbedder:
 
     name = "minilm-sentence-mean"
 
-    def __init__(self, base: list[list[tuple[str, str, str]]], say=lambda msg: None, cache_dir: Path | None = None):
+    def __init__(self, base: list[list[tuple[str, str, str]]], say=lambda msg: None, cache_dir: Path | None = None,
+                 model=None):
         from agent.providers.embeddings import LocalEmbedder
 
-        self._model = LocalEmbedder()
+        self._model = model or LocalEmbedder()
         pieces: dict[str, str] = {}
         for doc in base:
             for _, _, text in doc:
