@@ -342,6 +342,25 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+@contextlib.contextmanager
+def private_stack(data_dir: str | None, **env: str):
+    """A bootstrapped Context on private embedded servers (stdout sent to stderr), stopped and removed after."""
+    path = fresh_env(data_dir, **env)
+    with stdout_to_stderr():
+        from agent.db import close_pools
+        from agent.settings import get_settings
+        from ops.runtime import bootstrap
+        from ops.stack import stop_embedded
+
+        settings = get_settings()
+        try:
+            yield bootstrap(settings)
+        finally:
+            close_pools()
+            stop_embedded(settings)
+            remove_dir(path, keep=bool(data_dir))
+
+
 def remove_dir(path: Path, keep: bool) -> None:
     if not keep:
         shutil.rmtree(path, ignore_errors=True)

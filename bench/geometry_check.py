@@ -92,22 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--transcripts", type=Path, default=search.TRANSCRIPTS)
     args = p.parse_args(argv)
-    data_dir = common.fresh_env(args.data_dir, embedding_provider="local", llm_provider="extractive")
     say = lambda msg: print(f"[bench:geometry] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     started = time.perf_counter()
-    with common.stdout_to_stderr():
-        from agent.db import close_pools
-        from agent.settings import get_settings
-        from ops.runtime import bootstrap
-        from ops.stack import stop_embedded
-
-        settings = get_settings()
-        try:
-            result = run(bootstrap(settings), args, say)
-        finally:
-            close_pools()
-            stop_embedded(settings)
-            common.remove_dir(data_dir, keep=bool(args.data_dir))
+    with common.private_stack(args.data_dir, embedding_provider="local", llm_provider="extractive") as ctx:
+        result = run(ctx, args, say)
     result["seconds"] = round(time.perf_counter() - started, 1)
     command = "cd /work/main && .venv/bin/python bench/geometry_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if not args.no_write:

@@ -299,23 +299,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    data_dir = common.fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
     say = lambda msg: print(f"[bench:search] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     started = time.perf_counter()
-    with common.stdout_to_stderr():
-        from agent.db import close_pools
-        from agent.settings import get_settings
-        from ops.runtime import bootstrap
-        from ops.stack import stop_embedded
-
-        settings = get_settings()
-        try:
-            ctx = bootstrap(settings)
-            result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
-        finally:
-            close_pools()
-            stop_embedded(settings)
-            common.remove_dir(data_dir, keep=bool(args.data_dir))
+    with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
+        result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["targets"] = common.check_targets(result, TARGETS if args.embedder == "minilm" else [])
     command = "cd /work/main && .venv/bin/python bench/search.py" + " " + " ".join(sys.argv[1:] if argv is None else argv)
