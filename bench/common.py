@@ -67,7 +67,16 @@ def write_section(name: str, body: str, path: Path = DOCS) -> None:
 _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")  # the same tokens as agent.providers.embeddings
 
 
-class FastHashEmbedder:
+class _OneByOne:
+    """embed() over embed_one(), for the bench's embedders."""
+
+    dim = 384
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+class FastHashEmbedder(_OneByOne):
     """Bit-for-bit the vectors of agent.providers.embeddings.HashEmbedder, with a memo per n-gram."""
 
     def __init__(self, dim: int = 384):
@@ -95,12 +104,8 @@ class FastHashEmbedder:
             row[0] = 1.0
         return row
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
-
-
-class SentenceMeanEmbedder:
+class SentenceMeanEmbedder(_OneByOne):
     """MiniLM geometry for synthetic chunks at bulk-load speed.
 
     A synthetic chunk is made of the real corpus's sentences (`_vary` swaps sentences and nudges numbers), so its
@@ -108,8 +113,6 @@ class SentenceMeanEmbedder:
     own mean pooling, taken over sentences rather than over the tokens of the whole chunk. Each distinct sentence
     (numbers masked) is embedded once by the real model and cached under ~/.cache/finagent/bench.
     Queries are embedded by the real model itself (`embed_query`)."""
-
-    name = "minilm-sentence-mean"
 
     def __init__(self, base: list[list[tuple[str, str, str]]], say=lambda msg: None, cache_dir: Path | None = None,
                  model=None):
@@ -143,9 +146,6 @@ class SentenceMeanEmbedder:
         weights = np.asarray([len(p) for p in pieces], dtype=np.float32)
         vec = weights @ self._vecs[rows]
         return vec / np.linalg.norm(vec)
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, 384), np.float32)
 
     def agreement(self, texts: list[str], n: int = 100) -> dict:
         """Cosine between this approximation and the model's own vectors, over n chunks picked at random."""

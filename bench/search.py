@@ -228,12 +228,11 @@ def markdown(result: dict, command: str) -> str:
     checks = "\n".join(f"- **{c['status']}** `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
                        for c in result["targets"]) or "- none: the stress case (see below)"
     body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in tables(result))
-    minilm = result["embedder"] == "minilm"
-    title = "Search (all-MiniLM-L6-v2 geometry)" if minilm else "Search, hash-embedder stress case"
+    section, _, title, vectors = PROFILES[result["embedder"]]
     return (f"## {title}\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}, load "
             f"average {result['load_avg_1m_start']} at the start), {result['queries']} queries, "
             f"embedded Postgres 16 + pgvector {result['pgvector']}, in {result['seconds']} s:\n\n"
-            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{NOTES}\n\n{MINILM if minilm else HASH}")
+            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{NOTES}\n\n{vectors}")
 
 
 NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in /work/shared/data/transcripts:
@@ -273,6 +272,11 @@ each chunk, which is the worst case for HNSW: this section shows where the index
 target is set on it; the targets are judged on the MiniLM geometry above."""
 
 
+# per --embedder: docs section, targets, title, what the vectors are
+PROFILES = {"minilm": ("search", TARGETS, "Search (all-MiniLM-L6-v2 geometry)", MINILM),
+            "hash": ("search-hash", [], "Search, hash-embedder stress case", HASH)}
+
+
 def pgvector_version(ctx) -> str:
     with ctx.pool.connection() as conn:
         return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
@@ -291,7 +295,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ingest-files", type=int, default=4)
     p.add_argument("--variants", action="store_true", help="also measure the prototype variants (bench/search_variants.py)")
     p.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
+    p.add_argument("--embedder", choices=tuple(PROFILES), default="minilm",
                    help="chunk and query vectors: all-MiniLM-L6-v2 geometry (default; the product's local embedder) "
                         "or the hash test embedder (a stress case for HNSW)")
     return p.parse_args(argv)
@@ -304,10 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
         result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
     result["seconds"] = round(time.perf_counter() - started, 1)
-    result["targets"] = common.check_targets(result, TARGETS if args.embedder == "minilm" else [])
+    section, targets, _, _ = PROFILES[args.embedder]
+    result["targets"] = common.check_targets(result, targets)
     command = "cd /work/main && .venv/bin/python bench/search.py" + " " + " ".join(sys.argv[1:] if argv is None else argv)
     if not args.no_write:
-        common.write_section("search" if args.embedder == "minilm" else "search-hash", markdown(result, command.strip()))
+        common.write_section(section, markdown(result, command.strip()))
     if args.json:
         print(json.dumps(result))
     else:

@@ -105,16 +105,21 @@ def start_embedded_postgres(settings: Settings) -> str:
 
 
 def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
-    """ALTER SYSTEM the wanted values and reload; restart when one needs it (shared_buffers does, so a new
-    data dir restarts once, on its first start)."""
+    """ALTER SYSTEM whatever postgresql.auto.conf does not already hold, and reload; restart when a value needs it
+    (shared_buffers does, so a new data dir restarts once, on its first start). Every command and worker passes
+    here, so the common case is one read of the config files and nothing written."""
     import psycopg
     from pgserver._commands import pg_ctl
     from psycopg import sql
 
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        for name, value in wanted.items():
+        written = dict(conn.execute("SELECT name, setting FROM pg_file_settings"
+                                    " WHERE sourcefile LIKE '%postgresql.auto.conf'").fetchall())
+        stale = {name: value for name, value in wanted.items() if written.get(name) != value}
+        for name, value in stale.items():
             conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-        conn.execute("SELECT pg_reload_conf()")
+        if stale:
+            conn.execute("SELECT pg_reload_conf()")
         # the files as they stand against the running server: an entry it cannot apply needs a restart
         pending = conn.execute("SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL").fetchone()[0]
     if pending:

@@ -20,6 +20,7 @@ keyword ties break by id, so the exact path is deterministic.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -113,15 +114,18 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
 
 
+@functools.cache
 def _executor() -> ThreadPoolExecutor:
-    global _POOL, _POOL_PID
-    if _POOL is None or _POOL_PID != os.getpid():  # a forked child needs its own threads
-        _POOL, _POOL_PID = ThreadPoolExecutor(max_workers=4, thread_name_prefix="keyword-candidates"), os.getpid()
-    return _POOL
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="keyword-candidates")
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_PID = 0
+os.register_at_fork(after_in_child=_executor.cache_clear)  # a forked child needs its own threads
+
+
+@functools.cache
+def _indexed_query(corpus: Corpus, part: Part) -> sql.Composed:
+    """An unfiltered (HNSW) statement: it has no WHERE, so it is composed once per corpus and part."""
+    return _query(corpus, sql.SQL(""), False, part)
 
 
 def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None) -> list[dict]:
@@ -137,8 +141,8 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     not the sum."""
     if exact:
         return _fetch(pool, _query(corpus, where, True), params)
-    keyword = _executor().submit(_fetch, pool, _query(corpus, where, False, "keyword"), params)
-    rows = _fetch(pool, _query(corpus, where, False, "semantic"), params, ef_search=max(EF_SEARCH, params["n"]))
+    keyword = _executor().submit(_fetch, pool, _indexed_query(corpus, "keyword"), params)
+    rows = _fetch(pool, _indexed_query(corpus, "semantic"), params, ef_search=max(EF_SEARCH, params["n"]))
     seen = {r["id"] for r in rows}
     return rows + [r for r in keyword.result() if r["id"] not in seen]
 
