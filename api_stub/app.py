@@ -8,19 +8,28 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sse_starlette.sse import EventSourceResponse
 
-from agent.pipeline import jobstore
-from agent.pipeline.events import TERMINAL_STATUSES, replay
-from agent.pipeline.models import JobRequest, JobResult
+from agent import submission
+from agent.context import Context
+from agent.persistence import jobstore
+from agent.submission import Dispatcher
+from agent.infra.events import TERMINAL_STATUSES, replay
+from agent.models.job import JobRequest, JobResult
 
 MAX_BODY_BYTES = 64 * 1024
 
 app = FastAPI(title="finagent", version="0.1.0", description="Research jobs over earnings calls, 10-K filings and news.")
 
 
-def _ctx():
+def _ctx() -> Context:
     from workers.app import context
 
     return context()
+
+
+def _dispatcher() -> Dispatcher:
+    from tasks.dispatch import CeleryDispatcher
+
+    return CeleryDispatcher()
 
 
 class Submitted(BaseModel):
@@ -62,9 +71,7 @@ def healthz() -> dict:
 
 @app.post("/jobs", status_code=202, response_model=Submitted)
 def submit(request: JobRequest) -> Submitted:
-    from tasks.coordinator import create
-
-    job_id, created = create(request)
+    job_id, created = submission.create(_ctx(), _dispatcher(), request)
     return Submitted(job_id=job_id, created=created, status_url=f"/jobs/{job_id}", events_url=f"/jobs/{job_id}/events")
 
 
@@ -78,11 +85,9 @@ def get_job(job_id: str) -> JobView:
 @app.post("/jobs/{job_id}/feedback", status_code=202, response_model=Submitted)
 def rerun_with_feedback(job_id: str, body: Feedback) -> Submitted:
     """Seed 003: re-run a finished job with feedback; creates a new job linked to this one."""
-    from tasks.coordinator import rerun_with_feedback
-
     _load(job_id)
     try:
-        new_id, created = rerun_with_feedback(job_id, body.feedback)
+        new_id, created = submission.rerun_with_feedback(_ctx(), _dispatcher(), job_id, body.feedback)
     except ValueError as exc:
         raise HTTPException(409, str(exc)) from exc
     return Submitted(job_id=new_id, created=created, status_url=f"/jobs/{new_id}", events_url=f"/jobs/{new_id}/events")

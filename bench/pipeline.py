@@ -29,7 +29,7 @@ LLM_TOOLS = ("llm.plan", "llm.extract", "llm.compose", "llm.evaluate")
 def _runs(ctx, manager, latency: float, fanout: bool, repeat: int) -> dict:
     """`repeat` runs of the question on one set of workers; the median run is reported, with every wall time."""
     from ops.ask import submit_and_follow
-    from agent.pipeline.models import JobRequest
+    from agent.models.job import JobRequest
 
     manager.ensure(FINAGENT_LLM_LATENCY_S=str(latency), FINAGENT_FANOUT=str(fanout).lower())
     # warm-up: fresh worker processes open their DB pools and caches on first use; measure the steady state
@@ -39,9 +39,9 @@ def _runs(ctx, manager, latency: float, fanout: bool, repeat: int) -> dict:
 
 
 def _run(ctx) -> dict:
-    from agent.pipeline.ledger import load_ledger
+    from agent.persistence.ledger import load_ledger
     from ops.ask import submit_and_follow
-    from agent.pipeline.models import JobRequest
+    from agent.models.job import JobRequest
 
     t0 = time.perf_counter()
     job, events = submit_and_follow(ctx, JobRequest(question=QUESTION, mode="detailed"), timeout_s=600)

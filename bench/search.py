@@ -61,7 +61,7 @@ def make_filters(tickers: list[str], n: int, seed: int = 3) -> list:
     """Per query: one loaded ticker and three of its quarters (the shape of a per-quarter agent search)."""
     import numpy as np
 
-    from agent.models import Period, SearchFilters
+    from agent.models.corpus import Period, SearchFilters
 
     rng = np.random.default_rng(seed)
     out = []

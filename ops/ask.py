@@ -9,9 +9,11 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from agent.pipeline import jobstore
-from agent.pipeline.events import Event, follow
-from agent.pipeline.models import JobRequest, JobResult
+from agent.persistence import jobstore
+from agent.infra.events import Event, follow
+from agent.models.job import JobRequest, JobResult
+from agent.submission import create, rerun_with_feedback
+from tasks.dispatch import CeleryDispatcher
 
 console = Console(stderr=True)
 _STYLE = {"error": "red", "agent_decision": "cyan", "iteration_start": "bold", "result": "green", "job_status": "magenta"}
@@ -54,9 +56,7 @@ def print_result(result: JobResult) -> None:
 
 def submit_and_follow(ctx, request: JobRequest, timeout_s: float = 900, on_event=None) -> tuple[jobstore.JobRow, list[Event]]:
     """Submit through Celery and follow the job's event stream until its terminal status."""
-    from tasks.coordinator import create
-
-    job_id, _ = create(request)
+    job_id, _ = create(ctx, CeleryDispatcher(), request)
     return follow_job(ctx, job_id, timeout_s, on_event)
 
 
@@ -73,9 +73,7 @@ def rerun_question(parent_id: str, feedback: str, as_json: bool, timeout_s: floa
     from ops.runtime import bootstrap
 
     ctx = bootstrap(workers=True)
-    from tasks.coordinator import rerun_with_feedback
-
-    job_id, _ = rerun_with_feedback(parent_id, feedback)
+    job_id, _ = rerun_with_feedback(ctx, CeleryDispatcher(), parent_id, feedback)
     job, _ = follow_job(ctx, job_id, timeout_s, None if as_json else print_event)
     return _report(job, as_json, timeout_s)
 

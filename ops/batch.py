@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent.pipeline.models import JobRequest
+from agent.models.job import JobRequest
 
 
 class BatchLine(BaseModel):
@@ -50,12 +50,14 @@ def read_batch(path: Path, mode: str | None = None) -> list[BatchLine]:
     return out
 
 
-def submit_batch(lines: list[BatchLine]) -> None:
-    from tasks.coordinator import create
+def submit_batch(ctx, lines: list[BatchLine]) -> None:
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
 
+    dispatcher = CeleryDispatcher()
     for item in lines:
         if item.request is not None:
-            item.job_id = create(item.request)[0]
+            item.job_id = create(ctx, dispatcher, item.request)[0]
 
 
 def result_record(item: BatchLine, job) -> dict[str, Any]:

@@ -197,7 +197,7 @@ def ask(
     """Ask a research question; prints the live events, then the cited answer and its confidence."""
     from pydantic import ValidationError
 
-    from agent.pipeline.models import JobRequest
+    from agent.models.job import JobRequest
     from ops.ask import run_question
 
     if feedback_on:
@@ -226,7 +226,7 @@ def ask(
 @app.command()
 def demo(question: str = typer.Argument("What was NVDA's revenue last quarter and what drove it?")):
     """Zero-config demo: start the embedded services and workers, ingest the sample corpus, ask a question."""
-    from agent.pipeline.models import JobRequest
+    from agent.models.job import JobRequest
     from ops.ask import run_question
     from ops.ingest_runner import ingest
     from ops.runtime import bootstrap
@@ -247,7 +247,7 @@ app.add_typer(jobs_app, name="jobs")
 
 @jobs_app.command("list")
 def jobs_list(limit: int = 20, status: Optional[str] = None, as_json: bool = typer.Option(False, "--json")):
-    from agent.pipeline.jobstore import list_jobs
+    from agent.persistence.jobstore import list_jobs
     from ops.runtime import bootstrap
 
     rows = list_jobs(bootstrap().pool, limit, status)
@@ -262,8 +262,8 @@ def jobs_list(limit: int = 20, status: Optional[str] = None, as_json: bool = typ
 @jobs_app.command("show")
 def jobs_show(job_id: str, ledger: bool = typer.Option(False, help="also print the tool ledger")):
     """Print a job's result object (JSON), optionally with its tool ledger."""
-    from agent.pipeline.jobstore import load_job
-    from agent.pipeline.ledger import load_ledger
+    from agent.persistence.jobstore import load_job
+    from agent.persistence.ledger import load_ledger
     from ops.runtime import bootstrap
 
     ctx = bootstrap()
@@ -281,7 +281,7 @@ def jobs_show(job_id: str, ledger: bool = typer.Option(False, help="also print t
 @jobs_app.command("events")
 def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--no-follow")):
     """Replay a job's events (and keep following until it ends)."""
-    from agent.pipeline.events import follow, replay
+    from agent.infra.events import follow, replay
     from ops.ask import print_event
     from ops.runtime import bootstrap
 
@@ -300,7 +300,7 @@ def batch(path: Path, mode: Optional[str] = None, wait: bool = typer.Option(True
 
     from rich.progress import Progress
 
-    from agent.pipeline.jobstore import load_job, statuses
+    from agent.persistence.jobstore import load_job, statuses
     from ops.batch import read_batch, result_record, submit_batch
     from ops.runtime import bootstrap
 
@@ -312,7 +312,7 @@ def batch(path: Path, mode: Optional[str] = None, wait: bool = typer.Option(True
     for item in bad:
         err.print(f"[red]{path}:{item.line}: {item.error}[/red]")
     ctx = bootstrap(workers=True)
-    submit_batch(lines)
+    submit_batch(ctx, lines)
     ids = [item.job_id for item in lines if item.job_id]
     console.print(f"submitted {len(ids)} jobs on the batch queue" + (f"; {len(bad)} invalid lines skipped" if bad else ""))
     if wait:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -134,6 +135,23 @@ def ensure_stack(settings: Settings) -> StackURLs:
         db = settings.database_url or start_embedded_postgres(settings)
         rd = settings.redis_url or start_embedded_redis(settings)
     return StackURLs(database_url=db, redis_url=rd)
+
+
+_resolved: dict[tuple, StackURLs] = {}
+_resolved_lock = threading.Lock()
+
+
+def resolve_services(settings: Settings) -> StackURLs:
+    """The service URLs this process uses, resolved once: the configured ones, or the embedded servers
+    (started here if they are not running)."""
+    key = (str(settings.data_dir), settings.database_url, settings.redis_url)
+    with _resolved_lock:
+        if key not in _resolved:
+            if settings.database_url and settings.redis_url:
+                _resolved[key] = StackURLs(database_url=settings.database_url, redis_url=settings.redis_url)
+            else:
+                _resolved[key] = ensure_stack(settings)
+        return _resolved[key]
 
 
 def stop_embedded(settings: Settings) -> list[str]:

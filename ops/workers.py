@@ -14,27 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from agent.settings import Settings
 from ops.stack import StackURLs
-
-
-class WorkerSpec(BaseModel):
-    name: str
-    queues: list[str]
-    concurrency: int
-    beat: bool = False  # also run beat (-B), whose resume_stalled task re-sends lost in-flight work
-
-
-# The production split (docker-compose.yml): one process per queue, so a fan-out's CPU work (LLM-task
-# prep, searches, coordinator steps) runs on every core instead of queueing behind one GIL.
-WORKERS = [
-    WorkerSpec(name="coordinator", queues=["coordinator"], concurrency=8, beat=True),
-    WorkerSpec(name="search", queues=["search"], concurrency=8),
-    WorkerSpec(name="llm", queues=["llm"], concurrency=16),
-    WorkerSpec(name="batch", queues=["batch"], concurrency=4),
-]
+from workers.topology import WORKERS, WorkerSpec, worker_argv
 
 
 def _dir(settings: Settings) -> Path:
@@ -104,8 +86,7 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
         log = _dir(settings) / f"{spec.name}.log"
         beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", ",".join(spec.queues),
-             "-P", "threads", "-c", str(spec.concurrency), "-n", f"{spec.name}@%h", "-l", "INFO", "-E", *beat],
+            [sys.executable, "-m", "celery", *worker_argv(spec, spec.name), "-l", "INFO", *beat],
             env=worker_env(urls), stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         (_dir(settings) / f"{spec.name}.json").write_text(json.dumps({"pid": proc.pid, "fingerprint": fp, "log": str(log)}))
@@ -152,15 +133,14 @@ def stop_workers(settings: Settings) -> list[str]:
 
 
 def worker_status(settings: Settings) -> list[dict]:
-    return [{"name": s.name, "queues": s.queues, "running": _read(settings, s) is not None} for s in WORKERS]
+    return [{"name": s.name, "queues": [q.value for q in s.queues], "running": _read(settings, s) is not None}
+            for s in WORKERS]
 
 
 class WorkerManager:
-    """Foreground worker processes (tests, benchmarks), one per queue as in WORKERS, restarted
-    when their environment overrides change. Only one set runs at a time: two sets would split the tasks.
+    """Foreground worker processes (tests, benchmarks) in the same layout as WORKERS, restarted when
+    their environment overrides change. Only one set runs at a time: two sets would split the tasks.
     """
-
-    LAYOUT = (("coordinator", "coordinator,batch", 8), ("search", "search", 8), ("llm", "llm", 16))
 
     def __init__(self, database_url: str, redis_url: str, log_dir: Path, name: str = "fg"):
         self.urls = StackURLs(database_url=database_url, redis_url=redis_url)
@@ -176,12 +156,11 @@ class WorkerManager:
         self.stop()
         self.count += 1
         nodes = []
-        for group, queues, concurrency in self.LAYOUT:
-            node = f"{self.name}{self.count}-{group}-{os.getpid()}"
+        for spec in WORKERS:
+            node = f"{self.name}{self.count}-{spec.name}-{os.getpid()}"
             log = self.log_dir / f"{node}.log"
             self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
-                 "-P", "threads", "-c", str(concurrency), "-n", f"{node}@%h", "-l", "INFO"],
+                [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO"],
                 env=worker_env(self.urls) | overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
             ))
             nodes.append(node)

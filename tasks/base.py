@@ -1,36 +1,44 @@
-"""What every fan-out task shares: retries by error class through Celery's own retry, and a
-chord that always completes (a task that finally fails records an error output instead)."""
+"""What every fan-out task shares: retries by error class through Celery's own retry, and a chord
+that always completes (a task that finally fails stores a FailedOutput under its key instead)."""
 from __future__ import annotations
 
 import logging
+from typing import Any, Callable, TypeVar
 
 from celery import Task
 from celery.utils.time import get_exponential_backoff_interval
 
-from agent.pipeline import jobstore
-from agent.pipeline.ledger import classify_error
+from agent.context import Context
+from agent.infra.errors import classify_error
+from agent.models.steps import FailedOutput
+from agent.persistence import jobstore
+from workers.app import context
 
 log = logging.getLogger(__name__)
 RETRYABLE = {"network", "rate_limit", "system", "unknown"}
+C = TypeVar("C")
 
 
 class JobTask(Task):
     abstract = True
     acks_late = True
-    max_retries = 2  # seed 002 max_tool_retries
+    max_retries = 2  # max_tool_retries
 
-    def guarded(self, ctx, job_id: str, output_key: str, fn, *args):
-        """Run fn; retry transient errors with exponential backoff and jitter; record the final failure."""
+    def run_call(self, job_id: str, iteration: int, call: Any, work: Callable[[Context, str, int, Any], Any]) -> Any:
+        """Run `work(ctx, job_id, iteration, call)`; retry transient errors with exponential backoff and
+        jitter; store the final failure under the call's output key."""
+        ctx = context()
+        key = call.output_key(iteration)
         try:
-            return fn(*args)
+            return work(ctx, job_id, iteration, call)
         except Exception as exc:
             error_class = classify_error(exc)
             retries = self.request.retries
             if error_class in RETRYABLE and retries < min(self.max_retries, ctx.settings.max_tool_retries):
                 countdown = get_exponential_backoff_interval(factor=1, retries=retries, maximum=30, full_jitter=True)
-                log.warning("%s failed (%s), retry %d in %.1fs", output_key, error_class, retries + 1, countdown)
+                log.warning("%s failed (%s), retry %d in %.1fs", key, error_class, retries + 1, countdown)
                 raise self.retry(exc=exc, countdown=countdown)
-            log.exception("%s failed for good (%s)", output_key, error_class)
-            jobstore.put_output(ctx.pool, job_id, output_key,
-                                {"error": f"{type(exc).__name__}: {exc}"[:500], "error_class": error_class, "retries": retries})
+            log.exception("%s failed for good (%s)", key, error_class)
+            jobstore.put_output(ctx.pool, job_id, key, FailedOutput(
+                error=f"{type(exc).__name__}: {exc}"[:500], error_class=error_class, retries=retries))
             return None

@@ -1,12 +1,13 @@
 """News search task (queue `llm`: network-bound)."""
 from __future__ import annotations
 
-from agent.pipeline import work
+from agent.models.steps import NewsCall
+from agent.work import research as work
 from tasks.base import JobTask
-from workers.app import app, context
+from workers.app import app
+from workers.topology import CALL_TASKS
 
 
-@app.task(name="tasks.news.news_search", base=JobTask, bind=True)
-def news_search(self, job_id: str, iteration: int, query: str) -> None:
-    ctx = context()
-    self.guarded(ctx, job_id, f"{iteration}:news", work.do_news, ctx, job_id, iteration, query)
+@app.task(name=CALL_TASKS["news"].name, base=JobTask, bind=True)
+def news_search(self, job_id: str, iteration: int, call: dict) -> None:
+    self.run_call(job_id, iteration, NewsCall.model_validate(call), work.do_news)

@@ -1,14 +1,13 @@
 """Search tasks (queue `search`): one quarter of one company for one keyword phrase."""
 from __future__ import annotations
 
-from agent.pipeline import work
-from agent.pipeline.retrieval import SearchSpec
+from agent.models.steps import SearchCall
+from agent.work import research as work
 from tasks.base import JobTask
-from workers.app import app, context
+from workers.app import app
+from workers.topology import CALL_TASKS
 
 
-@app.task(name="tasks.search.search_quarter", base=JobTask, bind=True)
-def search_quarter(self, job_id: str, iteration: int, n: int, spec: dict) -> int | None:
-    ctx = context()
-    return self.guarded(ctx, job_id, f"{iteration}:search:{n}", work.do_search, ctx, job_id, iteration, n,
-                        SearchSpec.model_validate(spec))
+@app.task(name=CALL_TASKS["search"].name, base=JobTask, bind=True)
+def search_quarter(self, job_id: str, iteration: int, call: dict) -> int | None:
+    return self.run_call(job_id, iteration, SearchCall.model_validate(call), work.do_search)

@@ -1,34 +1,28 @@
-"""10-K agent tasks (queue `llm`): plan, retrieve (at most 6 in parallel), answer, evaluate."""
+"""10-K agent tasks: plan, answer and evaluate on `llm`; retrieve (at most `tenk_parallelism` at once) on `search`."""
 from __future__ import annotations
 
-from agent.tenk import work
+from agent.models.steps import TenKAnswerCall, TenKEvaluateCall, TenKPlanCall, TenKRetrieveCall
+from agent.work import tenk as work
 from tasks.base import JobTask
-from workers.app import app, context
+from workers.app import app
+from workers.topology import CALL_TASKS
 
 
-@app.task(name="tasks.tenk.plan", base=JobTask, bind=True)
-def tenk_plan(self, job_id: str, iteration: int, round: int, ticker: str, fiscal_year: int, missing_info: list[str]) -> None:
-    ctx = context()
-    self.guarded(ctx, job_id, f"{iteration}:tenk{round}:plan:{ticker}", work.do_plan, ctx, ctx.llm, job_id, iteration,
-                 round, ticker, fiscal_year, missing_info)
+@app.task(name=CALL_TASKS["tenk_plan"].name, base=JobTask, bind=True)
+def tenk_plan(self, job_id: str, iteration: int, call: dict) -> None:
+    self.run_call(job_id, iteration, TenKPlanCall.model_validate(call), work.do_plan)
 
 
-@app.task(name="tasks.tenk.retrieve", base=JobTask, bind=True)
-def tenk_retrieve(self, job_id: str, iteration: int, round: int, slot: int, assignments: list[list]) -> None:
-    ctx = context()
-    self.guarded(ctx, job_id, f"{iteration}:tenk{round}:retrieve:{slot}", work.do_retrieve, ctx, ctx.llm, job_id,
-                 iteration, round, slot, assignments)
+@app.task(name=CALL_TASKS["tenk_retrieve"].name, base=JobTask, bind=True)
+def tenk_retrieve(self, job_id: str, iteration: int, call: dict) -> None:
+    self.run_call(job_id, iteration, TenKRetrieveCall.model_validate(call), work.do_retrieve)
 
 
-@app.task(name="tasks.tenk.answer", base=JobTask, bind=True)
-def tenk_answer(self, job_id: str, iteration: int, round: int, ticker: str) -> None:
-    ctx = context()
-    self.guarded(ctx, job_id, f"{iteration}:tenk{round}:answer:{ticker}", work.do_answer, ctx, ctx.llm, job_id,
-                 iteration, round, ticker)
+@app.task(name=CALL_TASKS["tenk_answer"].name, base=JobTask, bind=True)
+def tenk_answer(self, job_id: str, iteration: int, call: dict) -> None:
+    self.run_call(job_id, iteration, TenKAnswerCall.model_validate(call), work.do_answer)
 
 
-@app.task(name="tasks.tenk.evaluate", base=JobTask, bind=True)
-def tenk_evaluate(self, job_id: str, iteration: int, round: int, ticker: str) -> None:
-    ctx = context()
-    self.guarded(ctx, job_id, f"{iteration}:tenk{round}:evaluate:{ticker}", work.do_evaluate, ctx, ctx.llm, job_id,
-                 iteration, round, ticker)
+@app.task(name=CALL_TASKS["tenk_evaluate"].name, base=JobTask, bind=True)
+def tenk_evaluate(self, job_id: str, iteration: int, call: dict) -> None:
+    self.run_call(job_id, iteration, TenKEvaluateCall.model_validate(call), work.do_evaluate)

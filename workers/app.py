@@ -1,66 +1,65 @@
-"""The Celery app. `celery -A workers.app worker -Q coordinator,search,llm,batch -P threads` runs a worker."""
+"""The Celery app. `celery -A workers.app worker -Q coordinator,search,llm,batch -P threads` runs a worker.
+
+Importing this module has no side effects: the broker URL is resolved (starting the embedded Redis and
+Postgres when no URL is configured) the first time Celery reads its configuration, i.e. when a worker
+starts or a message is sent, and the process context is built on first use.
+"""
 from __future__ import annotations
 
-import os
 import threading
+from typing import Any
 
 from celery import Celery
 
+from agent.context import Context
 from agent.settings import get_settings
-from ops.stack import celery_broker_url, ensure_stack
-from workers.queues import TASK_QUEUES, TASK_ROUTES
+from ops.stack import celery_broker_url, resolve_services
+from workers.topology import RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue
+
+TASK_MODULES = ["tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
 
 
-def _urls():
+def _config() -> dict[str, Any]:
     settings = get_settings()
-    if settings.database_url and settings.redis_url:
-        return settings.database_url, settings.redis_url
-    urls = ensure_stack(settings)
-    # children (and anything they spawn) must agree with us on the servers
-    os.environ["FINAGENT_DATABASE_URL"] = urls.database_url
-    os.environ["FINAGENT_REDIS_URL"] = urls.redis_url
-    get_settings.cache_clear()
-    return urls.database_url, urls.redis_url
+    broker = celery_broker_url(resolve_services(settings).redis_url)
+    return dict(
+        broker_url=broker,
+        result_backend=broker,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_queues=TASK_QUEUES,
+        task_default_queue=Queue.coordinator.value,
+        task_routes=TASK_ROUTES,
+        # never lose a job: ack after the work is done, and hand the task back if the worker dies
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": settings.broker_visibility_timeout_s},
+        result_expires=24 * 3600,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        beat_schedule={"resume-stalled-jobs": {"task": RESUME_STALLED.name, "schedule": 60.0,
+                                               "kwargs": {"stalled_after_s": settings.stalled_job_after_s}}},
+    )
 
 
-DATABASE_URL, REDIS_URL = _urls()
+app = Celery("finagent", include=TASK_MODULES)
+app.add_defaults(_config)  # evaluated lazily, on the first read of app.conf
 
-app = Celery("finagent", include=["tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"])
-app.conf.update(
-    broker_url=celery_broker_url(REDIS_URL),
-    result_backend=celery_broker_url(REDIS_URL),
-    task_serializer="json",
-    result_serializer="json",
-    accept_content=["json"],
-    task_queues=TASK_QUEUES,
-    task_default_queue="coordinator",
-    task_routes=TASK_ROUTES,
-    # never lose a job: ack after the work is done, and hand the task back if the worker dies
-    task_acks_late=True,
-    task_reject_on_worker_lost=True,
-    worker_prefetch_multiplier=1,
-    broker_transport_options={"visibility_timeout": get_settings().broker_visibility_timeout_s},
-    result_expires=24 * 3600,
-    worker_send_task_events=True,
-    task_send_sent_event=True,
-    task_track_started=True,
-    broker_connection_retry_on_startup=True,
-    worker_hijack_root_logger=False,
-    beat_schedule={"resume-stalled-jobs": {"task": "tasks.coordinator.resume_stalled", "schedule": 60.0,
-                                           "kwargs": {"stalled_after_s": get_settings().stalled_job_after_s}}},
-)
-
-
-_ctx = None
+_ctx: Context | None = None
 _ctx_lock = threading.Lock()
 
 
-def context():
+def context() -> Context:
     """The process-wide Context that tasks use."""
     global _ctx
     with _ctx_lock:
         if _ctx is None:
-            from agent.context import Context
-
-            _ctx = Context(get_settings(), DATABASE_URL, REDIS_URL)
+            settings = get_settings()
+            urls = resolve_services(settings)
+            _ctx = Context(settings, urls.database_url, urls.redis_url)
         return _ctx

@@ -5,7 +5,7 @@ import re
 
 from pydantic import BaseModel
 
-from agent.models import Turn
+from agent.models.corpus import Turn
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from agent.ingest.chunking import chunk_turns, split_text
 from agent.ingest.errors import IngestError
-from agent.models import TenKDoc, TranscriptDoc
+from agent.models.corpus import TenKDoc, TranscriptDoc
 
 Kind = Literal["transcript", "10k"]
 

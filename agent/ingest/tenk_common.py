@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from agent.ingest.errors import IngestError
-from agent.models import TenKSection, TenKTable
+from agent.models.corpus import TenKSection, TenKTable
 
 ITEM_ORDER = ["1", "1A", "1B", "1C", "2", "3", "4", "5", "6", "7", "7A", "8",
               "9", "9A", "9B", "9C", "10", "11", "12", "13", "14", "15", "16"]

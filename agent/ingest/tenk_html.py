@@ -19,7 +19,7 @@ from agent.ingest.tenk_common import (
     fiscal_year_end_from_text, is_numeric_cell, item_rank, join_fragments, make_table, match_heading,
     merge_sections, normalize_item, parse_date, pick_caption, select_chain, split_by_headings,
 )
-from agent.models import TenKDoc, TenKSection, TenKTable
+from agent.models.corpus import TenKDoc, TenKSection, TenKTable
 
 # Features we never read; turning them off roughly halves edgartools' parse time.
 _FAST = dict(optimize_for_ai=False, detect_table_types=False, extract_table_relationships=False,

@@ -16,7 +16,7 @@ from agent.ingest.tenk_common import (
     select_chain,
     split_by_headings,
 )
-from agent.models import TenKDoc, TenKSection, TenKTable
+from agent.models.corpus import TenKDoc, TenKSection, TenKTable
 
 _TICKERS = {"MICROSOFT": "MSFT", "AMAZON": "AMZN", "APPLE": "AAPL", "ALPHABET": "GOOGL", "GOOGLE": "GOOGL",
             "NVIDIA": "NVDA", "TESLA": "TSLA", "META": "META", "NETFLIX": "NFLX"}

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent.ingest.errors import IngestError
-from agent.models import TranscriptDoc, Turn
+from agent.models.corpus import TranscriptDoc, Turn
 
 # {TICKER}_{YYYY}_q{N} (ours) or {TICKER}_q{N}_{YYYY} (upstream)
 _NAME_PATTERNS = [

@@ -1,9 +1,10 @@
-"""Limits per job (answer-mode table, request overrides, seed 002 phases) and the budget note for prompts."""
+"""Limits per job (answer-mode table, request overrides, phase limits) and the budget note for prompts."""
 from __future__ import annotations
 
 import time
 
-from agent.pipeline.models import JobState, Limits, ResearchPlan
+from agent.models.job import JobState, Limits
+from agent.models.research import ResearchPlan
 from agent.settings import Settings
 
 
@@ -22,23 +23,25 @@ def limits_for(settings: Settings, state: JobState, plan: ResearchPlan) -> Limit
     )
 
 
-def elapsed(state: JobState) -> float:
-    return 0.0 if state.started_at is None else time.time() - state.started_at
+def elapsed(state: JobState, now: float) -> float:
+    return 0.0 if state.started_at is None else now - state.started_at
 
 
-def seconds_left(state: JobState) -> float:
+def seconds_left(state: JobState, now: float) -> float:
     if state.limits is None:
         return float("inf")
-    return max(0.0, state.limits.max_duration_seconds - elapsed(state))
+    return max(0.0, state.limits.max_duration_seconds - elapsed(state, now))
 
 
-def out_of_time(state: JobState) -> bool:
-    return state.limits is not None and seconds_left(state) <= 0
+def out_of_time(state: JobState, now: float) -> bool:
+    return state.limits is not None and seconds_left(state, now) <= 0
 
 
-def budget_note(state: JobState) -> str:
+def budget_note(state: JobState, now: float | None = None) -> str:
+    """The line every prompt carries: iterations and seconds left."""
     if state.limits is None:
         return "Budget: planning step; answer concisely."
+    now = time.time() if now is None else now
     left = state.limits.max_iterations - state.iteration
     return (f"Budget: iteration {state.iteration} of {state.limits.max_iterations} ({left} left after this one), "
-            f"{seconds_left(state):.0f} s of {state.limits.max_duration_seconds} s left.")
+            f"{seconds_left(state, now):.0f} s of {state.limits.max_duration_seconds} s left.")

@@ -1,10 +1,11 @@
-"""Stage 5 decisions: merge per-scope evaluations, and decide whether to iterate (all termination conditions)."""
+"""The iteration decision: merge per-scope evaluations, and decide whether to iterate (every termination condition)."""
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent.pipeline.budget import out_of_time
-from agent.pipeline.models import Evaluation, JobState
+from agent.models.research import Evaluation
+from agent.models.job import JobState
 
 
 def merge_evaluations(parts: list[Evaluation]) -> Evaluation:
@@ -38,16 +39,17 @@ def merge_evaluations(parts: list[Evaluation]) -> Evaluation:
 class Decision(BaseModel):
     will_iterate: bool
     reason: str
-    keywords: list[str] = []
+    keywords: list[str] = Field(default_factory=list)
     news_query: str | None = None
 
 
-def decide(state: JobState, evaluation: Evaluation, dynamic_termination: bool = True) -> Decision:
+def decide(state: JobState, evaluation: Evaluation, now: float, dynamic_termination: bool = True) -> Decision:
     limits = state.limits
+    assert limits is not None, "decide() runs after planning has set the limits"
     confidence = evaluation.overall_confidence
     threshold = limits.confidence_threshold
     if limits.min_confidence is not None:
-        threshold = max(threshold, limits.min_confidence)  # min_confidence gating (seed 003)
+        threshold = max(threshold, limits.min_confidence)  # a request's min_confidence raises the bar
     previous = {k for rec in state.iterations for k in rec.keywords}
     keywords = [k for k in evaluation.followup_keywords if k not in previous]
     news = evaluation.news_query if evaluation.needs_news_search else None
@@ -61,7 +63,7 @@ def decide(state: JobState, evaluation: Evaluation, dynamic_termination: bool = 
     refinement_limit = limits.phase_limits.get("refinement")
     if refinement_limit is not None and state.phase_iterations.get("refinement", 0) >= refinement_limit:
         return Decision(will_iterate=False, reason=f"refinement phase limit ({refinement_limit}) reached")
-    if out_of_time(state):
+    if out_of_time(state, now):
         return Decision(will_iterate=False, reason=f"max_duration_seconds ({limits.max_duration_seconds}) ran out")
     if evaluation.is_sufficient and limits.min_confidence is None:
         return Decision(will_iterate=False, reason="evaluator judged the answer sufficient")

@@ -1,7 +1,8 @@
-"""Seed 004: routing decisions and the low-confidence retry through a different strategy."""
+"""Routing: the initial strategy, and the retry through a different strategy after a low-confidence answer."""
 from __future__ import annotations
 
-from agent.pipeline.models import JobState, ResearchPlan, RoutingDecision
+from agent.models.research import ResearchPlan
+from agent.models.job import JobState, RoutingDecision
 
 STRATEGIES = ("transcripts_first", "10k_first", "hybrid", "broad_window", "transcripts_first_fallback")
 

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import requests
 from pydantic import BaseModel, Field
 
-from agent.pipeline.breaker import CircuitBreaker, CircuitOpenError
-from agent.pipeline.ledger import classify_error
-from agent.pipeline.models import Evidence
+from agent.infra.breaker import CircuitBreaker, CircuitOpenError
+from agent.infra.errors import classify_error
+from agent.models.research import Evidence
 from agent.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class NewsProvider(Protocol):
 
 
 class NewsSearchError(Exception):
-    """A failed Tavily call. status_code lets agent.pipeline.ledger.classify_error give the seed-002 class."""
+    """A failed Tavily call. status_code lets agent.persistence.ledger.classify_error give the seed-002 class."""
 
     def __init__(self, message: str, status_code: int | None = None, detail: str = ""):
         super().__init__(message)

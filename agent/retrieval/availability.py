@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agent.models import Period
+from agent.models.corpus import Period
 
 _KEY = "finagent:periods:{corpus}:{ticker}"
 

@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-from agent.models import Company
+from agent.models.corpus import Company
 
 
 @lru_cache

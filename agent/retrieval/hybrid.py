@@ -28,7 +28,7 @@ from typing import Literal
 
 from psycopg import sql
 
-from agent.models import SearchFilters, SearchHit
+from agent.models.corpus import SearchFilters, SearchHit
 
 Corpus = Literal["transcript", "10k"]
 

@@ -5,7 +5,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from agent.models import Period
+from agent.models.corpus import Period
 
 _NUM = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a": 1}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.context import Context
-from agent.models import Period, SearchFilters, SearchHit
+from agent.models.corpus import Period, SearchFilters, SearchHit
 from agent.retrieval.availability import available_periods
 from agent.retrieval.hybrid import Corpus, hybrid_search
 from agent.retrieval.periods import resolve

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agent.pipeline.models import Evidence
+from agent.models.research import Evidence
 from agent.tenk.calculations import parse_amount
 
 _YEAR = re.compile(r"\b(19\d{2}|20\d{2})\b")

@@ -1,7 +1,7 @@
 """Submit a job through the real Celery path and collect its events."""
 from __future__ import annotations
 
-from agent.pipeline.models import JobRequest
+from agent.models.job import JobRequest
 from ops.ask import submit_and_follow
 
 

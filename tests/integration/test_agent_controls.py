@@ -44,16 +44,17 @@ def test_min_confidence_gates_sufficiency(ctx, sample_corpus, scripted_worker, s
 def test_feedback_rerun_creates_linked_job_with_adjusted_plan(ctx, sample_corpus, worker):
     first, _ = run_job(ctx, question="What was MSFT's revenue last quarter?")
     assert [tp.periods for tp in first.state.search_plan.transcripts] == [["2025_q1"]]
-    from tasks.coordinator import rerun_with_feedback
+    from agent.submission import rerun_with_feedback
+    from tasks.dispatch import CeleryDispatcher
 
-    second_id, created = rerun_with_feedback(first.id, "Use the last 3 quarters and focus on cloud revenue")
+    second_id, created = rerun_with_feedback(ctx, CeleryDispatcher(), first.id, "Use the last 3 quarters and focus on cloud revenue")
     second, _ = follow_job(ctx, second_id, timeout_s=120)
     assert created and second.result.parent_job_id == first.id and second.parent_job_id == first.id
     assert "Feedback on the previous answer" in second.state.plan.reasoning
     assert second.state.search_plan.transcripts[0].periods == ["2024_q3", "2024_q4", "2025_q1"]
     assert any("cloud" in q for q in second.state.plan.search_queries)
     with pytest.raises(LookupError):
-        rerun_with_feedback("00000000-0000-0000-0000-000000000000", "x")
+        rerun_with_feedback(ctx, CeleryDispatcher(), "00000000-0000-0000-0000-000000000000", "x")
 
 
 def test_low_confidence_retries_through_another_strategy(ctx, sample_corpus, scripted_worker, script_path):

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = r"""
 import json, sys
 import redis
-from agent.pipeline.breaker import CircuitBreaker, CircuitOpenError
+from agent.infra.breaker import CircuitBreaker, CircuitOpenError
 from agent.providers.news import TavilyNews
 
 role, redis_url, name, base_url = sys.argv[1:5]

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from agent.pipeline import jobstore
-from agent.pipeline.events import published_marker, replay, stream_key
-from agent.pipeline.models import JobRequest
+from agent.persistence import jobstore
+from agent.infra.events import published_marker, replay, stream_key
+from agent.models.job import JobRequest
 from ops.ask import follow_job
 
 pytestmark = pytest.mark.integration
@@ -23,9 +23,10 @@ def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, wo
                FINAGENT_BROKER_VISIBILITY_TIMEOUT_S="5")
     procs = workers.ensure(**env)
     procs = list(procs)
-    from tasks.coordinator import create
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
 
-    job_id, _ = create(JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?", max_iterations=1))
+    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?", max_iterations=1))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until the extract fan-out is in flight
         job = jobstore.load_job(ctx.pool, job_id)
@@ -60,9 +61,11 @@ def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, wo
 
 def test_final_events_lost_in_a_crash_are_published_by_resume_stalled(ctx, sample_corpus, workers):
     workers.ensure()
-    from tasks.coordinator import create, resume_stalled
+    from agent.submission import create
+    from tasks.coordinator import resume_stalled
+    from tasks.dispatch import CeleryDispatcher
 
-    job_id, _ = create(JobRequest(question="What was NVDA's revenue last quarter?", max_iterations=1))
+    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="What was NVDA's revenue last quarter?", max_iterations=1))
     job, _ = follow_job(ctx, job_id, timeout_s=120)
     assert job.status == "completed"
     # the coordinator committed its last step, then died before publishing: stream and marker never written
@@ -70,7 +73,7 @@ def test_final_events_lost_in_a_crash_are_published_by_resume_stalled(ctx, sampl
     assert replay(ctx.redis, job_id) == []
     resume_stalled.apply_async(kwargs={"stalled_after_s": 900}).get(timeout=30)
     types = [e.type for e in replay(ctx.redis, job_id)]
-    assert types == [t for t, _, _ in job.state.outbox.events] and types[-2:] == ["result", "job_status"]
+    assert types == [e.type for e in job.state.outbox.events] and types[-2:] == ["result", "job_status"]
     assert replay(ctx.redis, job_id)[-1].data["status"] == "completed"
     resume_stalled.apply_async(kwargs={"stalled_after_s": 900}).get(timeout=30)
     assert len(replay(ctx.redis, job_id)) == len(types)  # published once, however often the beat runs

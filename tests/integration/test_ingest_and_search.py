@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agent.models import Period, SearchFilters
+from agent.models.corpus import Period, SearchFilters
 from agent.retrieval.availability import invalidate
 from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, or_tsquery_text
 from agent.retrieval.service import SearchRequest, search

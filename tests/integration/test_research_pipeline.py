@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from agent.pipeline import jobstore
-from agent.pipeline.ledger import load_ledger
+from agent.persistence import jobstore
+from agent.persistence.ledger import load_ledger
 from tests.integration.jobs import run_job
 
 pytestmark = pytest.mark.integration
@@ -74,12 +74,13 @@ def test_unknown_ticker_is_a_clear_rejection(ctx, sample_corpus, worker):
 
 
 def test_idempotency_key_returns_same_job(ctx, sample_corpus, worker):
-    from tasks.coordinator import create
-    from agent.pipeline.models import JobRequest
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
+    from agent.models.job import JobRequest
 
     req = JobRequest(question="What was AAPL's revenue last quarter?", idempotency_key="same-key-1")
-    first, created = create(req)
-    second, created_again = create(req)
+    first, created = create(ctx, CeleryDispatcher(), req)
+    second, created_again = create(ctx, CeleryDispatcher(), req)
     assert first == second and created and not created_again
 
 

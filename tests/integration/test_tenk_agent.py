@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agent.pipeline.ledger import load_ledger
+from agent.persistence.ledger import load_ledger
 from tests.integration.jobs import run_job
 
 pytestmark = pytest.mark.integration

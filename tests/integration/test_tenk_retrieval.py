@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.pipeline.answering import assign_markers
+from agent.work.answering import assign_markers
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.retrieval.availability import invalidate
-from agent.tenk.models import SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKPlanRequest
+from agent.models.tenk import SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKPlanRequest
 from agent.tenk.retrieval import load_tables, retrieve, table_candidates, text_search
 from ops.ingest_runner import ingest
 

@@ -6,7 +6,7 @@ import threading
 import fakeredis
 import pytest
 
-from agent.pipeline.breaker import CircuitBreaker, CircuitOpenError, counts_as_failure
+from agent.infra.breaker import CircuitBreaker, CircuitOpenError, counts_as_failure
 
 
 class HTTPFailure(Exception):

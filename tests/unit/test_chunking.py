@@ -7,7 +7,7 @@ import re
 import pytest
 
 from agent.ingest.chunking import _SENTENCE_END, chunk_turns, split_text
-from agent.models import Turn
+from agent.models.corpus import Turn
 
 
 def _sentences(n: int, start: int = 0) -> list[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models import Company
+from agent.models.corpus import Company
 from agent.retrieval.companies import find_tickers, known_companies
 
 WORD_TICKERS = [
@@ -62,7 +62,7 @@ def test_alias_ending_in_a_dot(companies):
 
 
 def test_unknown_ticker_like_symbols():
-    from agent.models import Company
+    from agent.models.corpus import Company
     from agent.retrieval.companies import unknown_tickers
 
     companies = [Company(ticker="NVDA", name="NVIDIA"), Company(ticker="AAPL", name="Apple")]

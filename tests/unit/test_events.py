@@ -6,7 +6,10 @@ import threading
 import fakeredis
 import pytest
 
-from agent.pipeline.events import Event, channel, follow, publish, publish_once, replay
+from pydantic import ValidationError
+
+from agent.infra.events import Event, channel, follow, publish, publish_once, replay
+from agent.models.job import StepEvent
 
 
 @pytest.fixture
@@ -14,13 +17,17 @@ def redis():
     return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
 
 
-STEP = [("iteration_start", "Iteration 1", {"iteration": 1}), ("search", "Found 3 chunks", {"chunks": 3})]
+def ev(type: str, message: str = "", data: dict | None = None) -> StepEvent:
+    return StepEvent(type=type, message=message, data=data or {})
+
+
+STEP = [ev("iteration_start", "Iteration 1", {"iteration": 1}), ev("search", "Found 3 chunks", {"chunks": 3})]
 
 
 def test_publish_once_writes_a_step_only_once(redis):
     assert publish_once(redis, "j1", 1, STEP)
     assert not publish_once(redis, "j1", 1, STEP)  # a redelivered coordinator or resume_stalled
-    assert publish_once(redis, "j1", 2, [("job_status", "completed", {"status": "completed"})])
+    assert publish_once(redis, "j1", 2, [ev("job_status", "completed", {"status": "completed"})])
     events = replay(redis, "j1")
     assert [e.type for e in events] == ["iteration_start", "search", "job_status"]
     assert events[1].data == {"chunks": 3} and all(e.id for e in events)
@@ -54,14 +61,16 @@ def test_live_subscribers_get_the_stream_ids(redis):
 
 def test_empty_steps_and_unknown_types(redis):
     assert not publish_once(redis, "j4", 1, [])
-    with pytest.raises(AssertionError):
-        publish_once(redis, "j4", 2, [("made_up", "", {})])
+    with pytest.raises(ValidationError):
+        ev("made_up")
+    with pytest.raises(ValueError, match="unknown event type"):
+        publish(redis, "j4", "made_up")
     assert replay(redis, "j4") == []
 
 
 def test_follow_replays_then_stops_at_a_terminal_status(redis):
     publish(redis, "j5", "job_status", "queued", {"status": "queued"})
-    publish_once(redis, "j5", 1, STEP + [("job_status", "failed", {"status": "failed"})])
+    publish_once(redis, "j5", 1, STEP + [ev("job_status", "failed", {"status": "failed"})])
     seen = [e.type for e in follow(redis, "j5", block_ms=10, timeout_s=5)]
     assert seen == ["job_status", "iteration_start", "search", "job_status"]
     after = replay(redis, "j5")[1].id

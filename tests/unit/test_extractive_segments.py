@@ -1,7 +1,7 @@
 """The extractive provider keeps a segment's figure from reading as the company total."""
 from __future__ import annotations
 
-from agent.pipeline.models import Evidence
+from agent.models.research import Evidence
 from agent.providers.llm.base import ExtractRequest
 from agent.providers.llm.extractive import ExtractiveProvider, _segment_lead
 

@@ -1,7 +1,7 @@
 """The tsquery texts and the SQL of hybrid_search (no database)."""
 from __future__ import annotations
 
-from agent.models import Period, SearchFilters
+from agent.models.corpus import Period, SearchFilters
 from agent.retrieval.hybrid import _query, _where, and_tsquery_text, or_tsquery_text
 
 

@@ -15,9 +15,9 @@ import pytest
 import requests
 from requests.adapters import BaseAdapter
 
-from agent.pipeline.answering import assign_markers
-from agent.pipeline.breaker import CircuitBreaker
-from agent.pipeline.ledger import classify_error
+from agent.work.answering import assign_markers
+from agent.infra.breaker import CircuitBreaker
+from agent.infra.errors import classify_error
 from agent.providers.news import (UNAVAILABLE_REASON, NewsProvider, NewsSearchError, TavilyNews, UnavailableNews,
                                   clean_text, format_news_context, make_news)
 from agent.settings import Settings

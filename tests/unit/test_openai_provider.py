@@ -15,9 +15,9 @@ import pytest
 import respx
 from respx.mocks import Mocker
 
-from agent.models import Company
-from agent.pipeline.ledger import classify_error
-from agent.pipeline.models import Answer, Evidence, Finding, ResearchPlan, ScopeFindings
+from agent.models.corpus import Company
+from agent.infra.errors import classify_error
+from agent.models.research import Answer, Evidence, Finding, ResearchPlan, ScopeFindings
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.factory import make_llm
 from agent.providers.llm.openai_provider import OpenAIProvider
@@ -251,7 +251,7 @@ def test_llm_endpoint_breaker_is_shared_and_stops_calls(router):
     """Three failing calls from one worker open the endpoint's breaker; another worker then skips the network."""
     import fakeredis
 
-    from agent.pipeline.breaker import CircuitOpenError
+    from agent.infra.breaker import CircuitOpenError
 
     server = fakeredis.FakeServer()
     route = router.post(URL).mock(return_value=httpx.Response(503, json={"error": {"message": "overloaded"}}))

@@ -5,7 +5,7 @@ import json
 
 import httpx
 
-from agent.tenk.models import SelectTablesRequest, SubQuestion, TableCandidate, TenKPlanRequest
+from agent.models.tenk import SelectTablesRequest, SubQuestion, TableCandidate, TenKPlanRequest
 from tests.unit.test_openai_provider import BUDGET, URL, body, prompt_text, provider, router  # noqa: F401 - fixtures
 
 PLAN_10K = {

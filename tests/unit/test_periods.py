@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models import Period
+from agent.models.corpus import Period
 from agent.retrieval.periods import find_time_refs, parse_quarters_option, resolve
 
 

@@ -18,7 +18,7 @@ from agent.ingest.tenk_common import (
 )
 from agent.ingest.tenk_html import parse_10k_html, rows_from_spans
 from agent.ingest.tenk_pdf import parse_10k_pdf
-from agent.models import TenKDoc
+from agent.models.corpus import TenKDoc
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data"
 HTML_DIR = DATA / "10k"

@@ -9,13 +9,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from agent.models import Company
-from agent.pipeline.models import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings
-
-
-class Usage(BaseModel):
-    prompt: int = 0
-    completion: int = 0
+from agent.models.corpus import Company
+from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings, Usage
 
 
 class PlanRequest(BaseModel):

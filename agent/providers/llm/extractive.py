@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from agent.pipeline.models import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
+from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
+from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.models.research import Usage
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.lexicon import (
     FINANCE_TERMS,

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agent.pipeline.models import Answer, Evidence
-from agent.providers.llm.base import Usage
+from agent.models.research import Answer, Evidence
+from agent.models.research import Usage
 from agent.tenk import rules
 from agent.tenk.lexicon import METRICS, Metric
 from agent.tenk.calculations import CALCULATIONS, Calculation, calc_names, compute
-from agent.tenk.models import (
+from agent.models.tenk import (
     SelectTablesRequest, SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlan, TenKPlanRequest,
 )
 from agent.tenk.tables import (

@@ -56,7 +56,7 @@ def llm_breaker_name(settings: Settings) -> str:
 
 def make_llm(settings: Settings, redis=None):
     if settings.llm_provider == "openai":
-        from agent.pipeline.breaker import CircuitBreaker
+        from agent.infra.breaker import CircuitBreaker
         from agent.providers.llm.openai_provider import OpenAIProvider
 
         provider = OpenAIProvider(settings, use_json_schema=settings.llm_json_schema)

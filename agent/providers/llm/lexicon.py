@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agent.pipeline.models import DataSource
+from agent.models.research import DataSource
 from agent.settings import AnswerMode
 from agent.text import stem
 

@@ -13,12 +13,13 @@ from urllib.parse import urlparse
 
 from openai import OpenAI
 
-from agent.pipeline.models import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings
+from agent.models.research import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings
 from agent.providers.llm import prompts
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest, Usage
+from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.models.research import Usage
 from agent.providers.llm.structured import StructuredOutputError, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
-from agent.tenk.models import (
+from agent.models.tenk import (
     SelectTablesRequest, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlan, TenKPlanRequest,
 )
 

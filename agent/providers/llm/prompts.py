@@ -11,10 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.pipeline.models import DataSource, EvaluationScores, Evidence, Finding, QuestionType
+from agent.models.research import DataSource, EvaluationScores, Evidence, Finding, QuestionType
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import schema_text
-from agent.tenk.models import (
+from agent.models.tenk import (
     SelectTablesRequest, SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlanRequest,
 )
 

@@ -12,8 +12,8 @@ import builtins
 import json
 from pathlib import Path
 
-from agent.pipeline.models import Evaluation, ResearchPlan
-from agent.providers.llm.base import Usage
+from agent.models.research import Evaluation, ResearchPlan
+from agent.models.research import Usage
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.settings import Settings
 
@@ -58,7 +58,7 @@ class ScriptedProvider(ExtractiveProvider):
         self._maybe_fail("evaluate_10k")
         scripted = self.script.get("evaluate_10k", {}).get(str(req.round))
         if scripted is not None:
-            from agent.tenk.models import TenKEvaluation
+            from agent.models.tenk import TenKEvaluation
 
             return TenKEvaluation.model_validate(scripted), Usage(prompt=150, completion=40)
         return super().evaluate_10k(req)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agent.providers.llm.base import Usage
+from agent.models.research import Usage
 
 T = TypeVar("T", bound=BaseModel)
 

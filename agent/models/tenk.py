@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.pipeline.models import Evidence
+from agent.models.research import Evidence
 
 ITEMS = ("1", "1A", "7", "7A", "8")
 

@@ -1,30 +1,16 @@
-"""Stage 4 (cited answer: extract per scope, then compose) and the per-scope evaluation of stage 5."""
+"""The cited answer (extract findings per scope, then compose them) and the per-scope evaluation."""
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 
-from agent.models import Period
-from agent.pipeline.models import Answer, Citation, Evaluation, Evidence, Finding, JobState, ScopeFindings
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider, Usage
+from agent.models.corpus import Period
+from agent.models.job import JobState
+from agent.models.research import Answer, Citation, Evaluation, Evidence, Finding, ScopeFindings, Usage
+from agent.pipeline.scopes import group_by_scope, target_periods
+from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider
 
-MAX_EVAL_SCOPES = 8
 _PREFIX = {"transcript": "", "10k": "10K", "10k_table": "10K", "news": "N"}
-
-
-def scope_of(ev: Evidence) -> str:
-    if ev.source_type == "news":
-        return "news"
-    if ev.source_type in ("10k", "10k_table"):
-        return f"{ev.ticker}:10k"
-    return f"{ev.ticker}:{ev.fiscal_year}_q{ev.fiscal_quarter}"
-
-
-def group_by_scope(evidence: list[Evidence]) -> dict[str, list[Evidence]]:
-    groups: dict[str, list[Evidence]] = defaultdict(list)
-    for ev in evidence:
-        groups[scope_of(ev)].append(ev)
-    return dict(sorted(groups.items()))
 
 
 def assign_markers(evidence: list[Evidence]) -> dict[str, str]:
@@ -39,7 +25,7 @@ def assign_markers(evidence: list[Evidence]) -> dict[str, str]:
 
 
 def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence], str | None]:
-    """Context compression (seed 003): keep the best evidence that fits the mode's token budget and
+    """Context compression: keep the best evidence that fits the mode's token budget and
     fold the rest into a short working-memory summary."""
     budget_chars = max_tokens * 4
     kept, used = [], 0
@@ -107,22 +93,6 @@ def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[E
                                         budget_note=budget_note, iteration=state.iteration))
 
 
-def target_periods(state: JobState) -> dict[str, list[str]]:
-    """ticker -> the period labels the search plan targets (transcripts)."""
-    if state.search_plan is None:
-        return {}
-    return {tp.ticker: [Period.parse_key(p).label for p in tp.periods] for tp in state.search_plan.transcripts}
-
-
-def evaluation_scopes(state: JobState, evidence: list[Evidence]) -> list[str]:
-    """One evaluation per company-period (merged afterwards), including targeted periods that found nothing;
-    per company when that would be too many."""
-    scopes = set(group_by_scope(evidence))
-    if state.search_plan:
-        scopes |= {f"{tp.ticker}:{p}" for tp in state.search_plan.transcripts for p in tp.periods}
-    if len(scopes) <= MAX_EVAL_SCOPES:
-        return sorted(scopes) or ["all"]
-    return sorted({s.split(":")[0] for s in scopes if s != "news"})
 
 
 _MARKER = re.compile(r"\[(?:10K|N)?\d+\]")

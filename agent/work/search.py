@@ -1,23 +1,11 @@
-"""Stage 3: the parallel quarter search, one spec per ticker x quarter x keyword phrase."""
+"""The parallel quarter search: one call searches one quarter of one company for one keyword phrase."""
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from agent.context import Context
-from agent.models import Period, SearchFilters
-from agent.pipeline.jobstore import add_evidence
-from agent.pipeline.models import Evidence, SearchPlan
+from agent.models.corpus import Period, SearchFilters
+from agent.models.research import Evidence, SearchSpec
+from agent.persistence.jobstore import add_evidence
 from agent.retrieval.hybrid import hybrid_search
-
-
-class SearchSpec(BaseModel):
-    ticker: str
-    period: str  # '2024_q4'
-    query: str
-
-
-def search_specs(plan: SearchPlan, queries: list[str]) -> list[SearchSpec]:
-    return [SearchSpec(ticker=tp.ticker, period=p, query=q) for q in queries for tp in plan.transcripts for p in tp.periods]
 
 
 def run_search_spec(ctx: Context, job_id: str, iteration: int, spec: SearchSpec, top_k: int) -> int:

@@ -7,7 +7,9 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agent.pipeline.models import Evidence, JobResult, JobState, Outbox
+from agent.models.job import JobResult, JobState, Outbox
+from agent.models.research import Evidence
+from agent.models.steps import StepKey, StepOutput
 
 
 def _async_commit(conn) -> None:
@@ -94,19 +96,27 @@ def load_evidence(pool, job_id: str) -> list[Evidence]:
     return [Evidence.model_validate(r["payload"]) for r in rows]
 
 
-def count_evidence(pool, job_id: str, iteration: int | None = None) -> int:
+def count_evidence(pool, job_id: str) -> int:
     with pool.connection() as conn:
-        if iteration is None:
-            return conn.execute("SELECT count(*) AS n FROM job_evidence WHERE job_id=%s", (job_id,)).fetchone()["n"]
-        return conn.execute("SELECT count(*) AS n FROM job_evidence WHERE job_id=%s AND iteration=%s", (job_id, iteration)).fetchone()["n"]
+        return conn.execute("SELECT count(*) AS n FROM job_evidence WHERE job_id=%s", (job_id,)).fetchone()["n"]
 
 
-def put_output(pool, job_id: str, step_key: str, payload: dict[str, Any]) -> None:
+def evidence_counts(pool, job_id: str) -> list[dict[str, Any]]:
+    """The job's evidence counted by iteration, source type, company and period (one row per group)."""
+    with pool.connection() as conn:
+        return conn.execute(
+            "SELECT iteration, source_type, payload->>'ticker' AS ticker, (payload->>'fiscal_year')::int AS fiscal_year,"
+            " (payload->>'fiscal_quarter')::int AS fiscal_quarter, count(*) AS n FROM job_evidence WHERE job_id = %s"
+            " GROUP BY 1, 2, 3, 4, 5", (job_id,)
+        ).fetchall()
+
+
+def put_output(pool, job_id: str, key: StepKey, output: StepOutput) -> None:
     with pool.connection() as conn:
         _async_commit(conn)
         conn.execute(
             "INSERT INTO job_step_outputs (job_id, step_key, payload) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
-            (job_id, step_key, Jsonb(payload)),
+            (job_id, str(key), Jsonb(output.model_dump(mode="json"))),
         )
 
 

@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterator, Literal, TypeVar
 
 import redis as redis_lib
 
-from agent.pipeline.ledger import classify_error
-from agent.pipeline.redis_tx import watched_transaction
+from agent.infra.errors import classify_error
+from agent.infra.redis_tx import watched_transaction
 
 log = logging.getLogger(__name__)
 

@@ -3,18 +3,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, get_args
 
 from pydantic import BaseModel, Field
 
-from agent.pipeline.redis_tx import watched_transaction
+from agent.infra.redis_tx import watched_transaction
+from agent.models.job import FINAL_STATUSES, EventType, StepEvent
 
-# the seed's event types, plus planning / search / error / job_status
-EVENT_TYPES = (
-    "job_status", "planning", "search", "iteration_start", "agent_decision", "iteration_followup",
-    "iteration_search", "iteration_complete", "news_search", "tenk_search", "error", "result",
-)
-TERMINAL_STATUSES = ("completed", "failed", "rejected")
+EVENT_TYPES = get_args(EventType)
+TERMINAL_STATUSES = FINAL_STATUSES
 STREAM_TTL_S = 7 * 24 * 3600
 
 
@@ -36,7 +33,8 @@ def stream_key(job_id: str) -> str:
 
 
 def _event(job_id: str, type: str, message: str = "", data: dict | None = None) -> Event:
-    assert type in EVENT_TYPES, type
+    if type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
     return Event(type=type, job_id=job_id, message=message, data=data or {})
 
 
@@ -63,13 +61,13 @@ def published_marker(job_id: str, seq: int) -> str:
     return f"finagent:jobs:{job_id}:published:{seq}"
 
 
-def publish_once(redis, job_id: str, seq: int, events: list[tuple[str, str, dict]], maxlen: int = 1000) -> bool:
+def publish_once(redis, job_id: str, seq: int, events: list[StepEvent], maxlen: int = 1000) -> bool:
     """Publish one coordinator step's events exactly once, however often it is retried (outbox pattern):
     the stream entries and the step's marker are written in one MULTI/EXEC under WATCH of the marker."""
     if not events:
         return False
     marker = published_marker(job_id, seq)
-    built = [_event(job_id, *e) for e in events]
+    built = [_event(job_id, e.type, e.message, e.data) for e in events]
 
     def write(pipe) -> bool:
         if pipe.exists(marker):

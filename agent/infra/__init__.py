@@ -1,0 +1,1 @@
+"""Infrastructure: progress events, the shared circuit breaker, Redis transactions, error classes."""

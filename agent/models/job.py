@@ -1,0 +1,164 @@
+"""The job as data: what a caller submits, the state the coordinator keeps between steps, and the result."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from agent.models.research import Answer, Citation, Evaluation, ResearchPlan, SearchPlan
+from agent.models.steps import TaskCall
+from agent.settings import AnswerMode
+
+JobStatus = Literal["queued", "running", "completed", "failed", "rejected"]
+FINAL_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected")
+Phase = Literal["planning", "execution", "refinement"]
+TimedStage = Literal["reasoning", "retrieval", "generation", "evaluation", "tenk"]
+EventType = Literal[
+    "job_status", "planning", "search", "iteration_start", "agent_decision", "iteration_followup",
+    "iteration_search", "iteration_complete", "news_search", "tenk_search", "error", "result",
+]
+
+
+class IterationRecord(BaseModel):
+    iteration: int
+    confidence: float
+    evaluation: Evaluation
+    chunks_total: int
+    chunks_added: int
+    keywords: list[str] = Field(default_factory=list)
+    will_iterate: bool
+    reason: str
+
+
+class RoutingDecision(BaseModel):
+    agent_name: str  # strategy name, e.g. 'transcripts_first', '10k_first', 'broad_window'
+    confidence: float
+    reasoning: str
+    timestamp: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+
+
+class Limits(BaseModel):
+    max_iterations: int  # the answer loop (answer-mode table, or the request's max_iterations)
+    max_iterations_effective: int  # all phases together
+    phase_limits: dict[str, int] = Field(default_factory=dict)
+    max_tokens: int
+    confidence_threshold: float
+    max_duration_seconds: int
+    min_confidence: float | None = None
+
+
+class JobRequest(BaseModel):
+    """What a caller submits (Celery `submit_research`, HTTP, CLI)."""
+
+    question: str = Field(min_length=3, max_length=2000)
+    mode: AnswerMode | None = None
+    tickers: list[str] | None = None
+    max_iterations: int | None = Field(default=None, ge=1, le=20)
+    max_duration_seconds: int | None = Field(default=None, ge=5, le=3600)
+    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+    batch: bool = False
+    feedback: str | None = Field(default=None, max_length=2000)
+    parent_job_id: str | None = None
+
+
+class StepEvent(BaseModel):
+    """A progress event a step emits; published after the step commits."""
+
+    type: EventType
+    message: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Outbox(BaseModel):
+    """The events of one coordinator step, saved with the step so a crash before publishing loses none."""
+
+    seq: int = 0
+    events: list[StepEvent] = Field(default_factory=list)
+
+    @field_validator("events", mode="before")
+    @classmethod
+    def _from_triples(cls, v: Any) -> Any:  # rows written before events were typed hold [type, message, data]
+        return [{"type": e[0], "message": e[1], "data": e[2]} if isinstance(e, (list, tuple)) else e for e in v or []]
+
+
+class TenKProgress(BaseModel):
+    """The 10-K agent's rounds within one iteration."""
+
+    round: int = 0
+    quality: dict[str, float] = Field(default_factory=dict)  # ticker -> quality of its last evaluated answer
+    missing: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> missing information to replan from
+    open: list[str] = Field(default_factory=list)  # tickers still below the quality threshold
+    retrieved: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> sub-question signatures already searched
+    done: bool = False
+
+
+class Timing(BaseModel):
+    """Seconds spent per stage, and when the stage in flight was dispatched."""
+
+    stages: dict[TimedStage, float] = Field(default_factory=dict)
+    stage_started: float | None = None
+
+    def add(self, stage: TimedStage, now: float) -> None:
+        started = self.stage_started if self.stage_started is not None else now
+        self.stages[stage] = round(self.stages.get(stage, 0.0) + now - started, 3)
+        self.stage_started = None
+
+
+class JobState(BaseModel):
+    """Everything the coordinator needs between steps; persisted in research_jobs.state."""
+
+    request: JobRequest
+    limits: Limits | None = None
+    plan: ResearchPlan | None = None
+    search_plan: SearchPlan | None = None
+    iteration: int = 0
+    phase: Phase = "planning"
+    phase_iterations: dict[Phase, int] = Field(default_factory=lambda: {"planning": 0, "execution": 0, "refinement": 0})
+    pending_keywords: list[str] = Field(default_factory=list)
+    pending_news_query: str | None = None
+    answer: Answer | None = None
+    iterations: list[IterationRecord] = Field(default_factory=list)
+    routing_history: list[RoutingDecision] = Field(default_factory=list)
+    strategy: str = "transcripts_first"
+    router_retries: int = 0
+    reasoning_trace: list[str] = Field(default_factory=list)
+    timing: Timing = Field(default_factory=Timing)
+    tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0})
+    news_status: str = "not_requested"
+    working_memory: str | None = None
+    tenk: TenKProgress = Field(default_factory=TenKProgress)
+    started_at: float | None = None
+    inflight: list[TaskCall] = Field(default_factory=list)  # the calls of the stage in flight, for resume
+    termination_reason: str | None = None
+    outbox: Outbox = Field(default_factory=Outbox)
+
+    def trace(self, line: str) -> None:
+        self.reasoning_trace.append(line)
+
+
+class JobResult(BaseModel):
+    """The final result object."""
+
+    job_id: str
+    question: str
+    status: JobStatus
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
+    confidence: float = 0.0
+    chunks_used: int = 0
+    iterations: int = 0
+    timing: dict[str, float] = Field(default_factory=dict)
+    sources: dict[str, int] = Field(default_factory=dict)
+    evaluations: list[IterationRecord] = Field(default_factory=list)
+    tokens: dict[str, int] = Field(default_factory=dict)
+    provider: str
+    mode: str | None = None
+    termination_reason: str | None = None
+    routing_history: list[RoutingDecision] = Field(default_factory=list)
+    reasoning_trace: list[str] = Field(default_factory=list)
+    news: str = "not_requested"
+    problems: list[str] = Field(default_factory=list)
+    parent_job_id: str | None = None
+    error: str | None = None

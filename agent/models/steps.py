@@ -1,0 +1,293 @@
+"""The coordinator's vocabulary, typed: stages, the job's step, step-output keys, the calls a step fans
+out and the payload each call stores.
+
+Keys keep the string form stored in `research_jobs.step` and `job_step_outputs.step_key`:
+
+| what                     | string form                       | example                  |
+|--------------------------|-----------------------------------|--------------------------|
+| job step                 | `start`, `done`, `{it}:{stage}`   | `2:evaluate`             |
+| plan output              | `0:plan`                          |                          |
+| search failure           | `{it}:search:{n}`                 | `1:search:4`             |
+| news output              | `{it}:news`                       |                          |
+| extract / evaluate       | `{it}:{stage}:{scope}`            | `1:extract:AAPL:2024_q4` |
+| compose                  | `{it}:compose`                    |                          |
+| 10-K plan/answer/evaluate| `{it}:tenk{round}:{sub}:{ticker}` | `1:tenk2:answer:AAPL`    |
+| 10-K retrieve            | `{it}:tenk{round}:retrieve:{slot}`| `1:tenk1:retrieve:0`     |
+"""
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field
+
+from agent.models.research import Answer, Evaluation, ResearchPlan, ScopeFindings, SearchSpec, Usage
+from agent.models.tenk import TenKEvaluation, TenKPlan
+
+
+class Stage(str, Enum):
+    """A fan-out stage: what the job is waiting for, and the kind of output its calls store."""
+
+    plan = "plan"
+    search = "search"
+    news = "news"  # runs inside the search stage
+    extract = "extract"
+    compose = "compose"
+    evaluate = "evaluate"
+    tenk_plan = "tenk_plan"
+    tenk_retrieve = "tenk_retrieve"
+    tenk_answer = "tenk_answer"
+    tenk_evaluate = "tenk_evaluate"
+
+    @property
+    def is_tenk(self) -> bool:
+        return self.value.startswith("tenk_")
+
+
+class JobStep(BaseModel, frozen=True):
+    """Where a job stands: `start`, waiting on `{iteration}:{stage}`, or `done`."""
+
+    iteration: int = 0
+    stage: Stage | Literal["start", "done"] = "start"
+
+    def __str__(self) -> str:
+        if self.stage in ("start", "done"):
+            return str(self.stage)
+        return f"{self.iteration}:{Stage(self.stage).value}"
+
+    @classmethod
+    def parse(cls, text: str) -> JobStep:
+        if text in ("start", "done"):
+            return cls(stage=text)  # type: ignore[arg-type]
+        iteration, stage = text.split(":", 1)
+        return cls(iteration=int(iteration), stage=Stage(stage))
+
+
+_TENK_KEY = re.compile(r"^(\d+):tenk(\d+):(plan|retrieve|answer|evaluate)(?::(.+))?$")
+_KEY = re.compile(r"^(\d+):(plan|search|news|extract|compose|evaluate)(?::(.+))?$")
+
+
+class StepKey(BaseModel, frozen=True):
+    """The key of one step output: iteration, stage, 10-K round, and the part (n, scope, ticker or slot)."""
+
+    iteration: int
+    stage: Stage
+    round: int | None = None  # 10-K stages only
+    part: str = ""
+
+    def __str__(self) -> str:
+        if self.stage.is_tenk:
+            head = f"{self.iteration}:tenk{self.round}:{self.stage.value.removeprefix('tenk_')}"
+        else:
+            head = f"{self.iteration}:{self.stage.value}"
+        return f"{head}:{self.part}" if self.part else head
+
+    @classmethod
+    def parse(cls, text: str) -> StepKey:
+        if m := _TENK_KEY.match(text):
+            return cls(iteration=int(m[1]), stage=Stage(f"tenk_{m[3]}"), round=int(m[2]), part=m[4] or "")
+        if m := _KEY.match(text):
+            return cls(iteration=int(m[1]), stage=Stage(m[2]), part=m[3] or "")
+        raise ValueError(f"not a step-output key: {text!r}")
+
+
+# ----- the payload each stage stores -----
+class PlanOutput(BaseModel):
+    plan: ResearchPlan
+    usage: Usage = Field(default_factory=Usage)
+
+
+class NewsOutput(BaseModel):
+    status: str  # 'ok', 'unavailable', 'error', ...
+    reason: str | None = None
+    query: str | None = None
+    count: int = 0
+    summary: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ExtractOutput(BaseModel):
+    findings: ScopeFindings
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ComposeOutput(BaseModel):
+    answer: Answer
+    usage: Usage = Field(default_factory=Usage)
+
+
+class EvaluateOutput(BaseModel):
+    evaluation: Evaluation
+    usage: Usage = Field(default_factory=Usage)
+
+
+class TenKPlanOutput(BaseModel):
+    plan: TenKPlan
+    usage: Usage = Field(default_factory=Usage)
+
+
+class TenKRetrieveOutput(BaseModel):
+    added: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
+class TenKAnswerOutput(BaseModel):
+    answer: Answer
+    markers: dict[str, str]  # saved with the answer: later evidence can renumber markers, citation keys stay
+    usage: Usage = Field(default_factory=Usage)
+
+
+class TenKEvaluateOutput(BaseModel):
+    evaluation: TenKEvaluation
+    usage: Usage = Field(default_factory=Usage)
+
+
+class FailedOutput(BaseModel):
+    """What a task that failed for good stores instead of its payload, so its chord still completes."""
+
+    error: str
+    error_class: str | None = None
+    retries: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
+# A successful transcript search stores evidence rows only, so `search` has no payload model.
+OUTPUT_MODELS: dict[Stage, type[BaseModel]] = {
+    Stage.plan: PlanOutput, Stage.news: NewsOutput, Stage.extract: ExtractOutput, Stage.compose: ComposeOutput,
+    Stage.evaluate: EvaluateOutput, Stage.tenk_plan: TenKPlanOutput, Stage.tenk_retrieve: TenKRetrieveOutput,
+    Stage.tenk_answer: TenKAnswerOutput, Stage.tenk_evaluate: TenKEvaluateOutput,
+}
+StepOutput = Union[PlanOutput, NewsOutput, ExtractOutput, ComposeOutput, EvaluateOutput, TenKPlanOutput,
+                   TenKRetrieveOutput, TenKAnswerOutput, TenKEvaluateOutput, FailedOutput]
+
+
+def parse_output(key: StepKey, raw: dict[str, Any]) -> StepOutput:
+    """The stored JSON of one output as its typed payload; a failure record as FailedOutput."""
+    if "error" in raw or key.stage not in OUTPUT_MODELS:
+        return FailedOutput.model_validate(raw)
+    return OUTPUT_MODELS[key.stage].model_validate(raw)  # type: ignore[return-value]
+
+
+class StepOutputs(BaseModel):
+    """The outputs a coordinator step reads, by key."""
+
+    items: dict[StepKey, StepOutput] = Field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: dict[str, dict[str, Any]]) -> StepOutputs:
+        keys = [StepKey.parse(k) for k in rows]
+        return cls(items={k: parse_output(k, rows[str(k)]) for k in keys})
+
+    def of(self, iteration: int, stage: Stage, round: int | None = None) -> dict[StepKey, StepOutput]:
+        return {k: v for k, v in sorted(self.items.items(), key=lambda kv: str(kv[0]))
+                if k.iteration == iteration and k.stage == stage and (round is None or k.round == round)}
+
+    def one(self, iteration: int, stage: Stage) -> StepOutput | None:
+        return next(iter(self.of(iteration, stage).values()), None)
+
+
+# ----- the calls a step fans out (one Celery task each) -----
+class _Call(BaseModel):
+    def output_key(self, iteration: int) -> StepKey:
+        raise NotImplementedError
+
+
+class PlanCall(_Call):
+    task: Literal["plan"] = "plan"
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=0, stage=Stage.plan)
+
+
+class SearchCall(_Call):
+    task: Literal["search"] = "search"
+    n: int
+    spec: SearchSpec
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.search, part=str(self.n))
+
+
+class NewsCall(_Call):
+    task: Literal["news"] = "news"
+    query: str
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.news)
+
+
+class ExtractCall(_Call):
+    task: Literal["extract"] = "extract"
+    scope: str
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.extract, part=self.scope)
+
+
+class ComposeCall(_Call):
+    task: Literal["compose"] = "compose"
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.compose)
+
+
+class EvaluateCall(_Call):
+    task: Literal["evaluate"] = "evaluate"
+    scope: str
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.evaluate, part=self.scope)
+
+
+class TenKPlanCall(_Call):
+    task: Literal["tenk_plan"] = "tenk_plan"
+    round: int
+    ticker: str
+    fiscal_year: int
+    missing_info: list[str] = Field(default_factory=list)
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.tenk_plan, round=self.round, part=self.ticker)
+
+
+class Assignment(BaseModel):
+    ticker: str
+    sub_question: int  # the sub-question's id in that company's 10-K plan
+
+
+class TenKRetrieveCall(_Call):
+    task: Literal["tenk_retrieve"] = "tenk_retrieve"
+    round: int
+    slot: int
+    assignments: list[Assignment]
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.tenk_retrieve, round=self.round, part=str(self.slot))
+
+
+class TenKAnswerCall(_Call):
+    task: Literal["tenk_answer"] = "tenk_answer"
+    round: int
+    ticker: str
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.tenk_answer, round=self.round, part=self.ticker)
+
+
+class TenKEvaluateCall(_Call):
+    task: Literal["tenk_evaluate"] = "tenk_evaluate"
+    round: int
+    ticker: str
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=Stage.tenk_evaluate, round=self.round, part=self.ticker)
+
+
+TaskCall = Annotated[
+    Union[PlanCall, SearchCall, NewsCall, ExtractCall, ComposeCall, EvaluateCall, TenKPlanCall, TenKRetrieveCall,
+          TenKAnswerCall, TenKEvaluateCall],
+    Field(discriminator="task"),
+]
+TaskKind = Literal["plan", "search", "news", "extract", "compose", "evaluate", "tenk_plan", "tenk_retrieve",
+                   "tenk_answer", "tenk_evaluate"]

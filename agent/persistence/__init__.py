@@ -1,0 +1,1 @@
+"""Persistence: the job store (state, evidence, step outputs) and the tool ledger."""

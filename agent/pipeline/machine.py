@@ -1,0 +1,275 @@
+"""The coordinator's state machine, pure: given a job's state and everything the stage that just
+finished produced (loaded by the caller), do exactly one step and return the new state, the calls to
+fan out next, the events to publish and, at the end, the result. No database, no Redis, no clock:
+`StepInput.now` is the time.
+
+Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md` draws them:
+
+| after         | condition                                               | next                          |
+|---------------|---------------------------------------------------------|-------------------------------|
+| start         | always                                                  | plan                          |
+| plan          | planner failed                                          | done (failed)                 |
+| plan          | plan invalid                                            | done (rejected)               |
+| plan          | nothing to search                                       | done (failed)                 |
+| plan          | 10-K targets                                            | tenk_plan (iteration 1)       |
+| plan          | otherwise                                               | search (iteration 1)          |
+| tenk_plan     | no 10-K plan                                            | search                        |
+| tenk_plan     | every sub-question already searched                     | (tenk_retrieve at once)       |
+| tenk_plan     | otherwise                                               | tenk_retrieve                 |
+| tenk_retrieve | always                                                  | tenk_answer                   |
+| tenk_answer   | always                                                  | tenk_evaluate                 |
+| tenk_evaluate | a company below the quality bar, rounds and time left   | tenk_plan (next round)        |
+| tenk_evaluate | otherwise                                               | search                        |
+| search        | no transcript or news call (10-K only)                  | (search done at once)         |
+| search        | no evidence at all                                      | done (completed, no evidence) |
+| search        | an answer exists and nothing new, or out of time        | done (previous answer kept)   |
+| search        | otherwise                                               | extract (one call per scope)  |
+| extract       | always                                                  | compose                       |
+| compose       | composing failed, no earlier answer                     | done (failed)                 |
+| compose       | composing failed, an earlier answer                     | done (earlier answer kept)    |
+| compose       | out of time                                             | done (completed)              |
+| compose       | otherwise                                               | evaluate (one call per scope) |
+| evaluate      | every evaluation failed                                 | done (unevaluated answer)     |
+| evaluate      | the decision iterates                                   | tenk_plan or search (it + 1)  |
+| evaluate      | confidence below the router bar, a strategy left        | tenk_plan or search (it + 1)  |
+| evaluate      | otherwise                                               | done (completed)              |
+"""
+from __future__ import annotations
+
+from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
+from agent.models.steps import (
+    ComposeCall, ComposeOutput, EvaluateCall, EvaluateOutput, ExtractCall, FailedOutput, JobStep, NewsCall, PlanCall,
+    PlanOutput, SearchCall, Stage, StepKey, StepOutput, TaskCall,
+)
+from agent.pipeline import router
+from agent.pipeline.budget import limits_for, out_of_time
+from agent.pipeline.decision import decide, merge_evaluations
+from agent.pipeline.inputs import StepInput, StepOutcome
+from agent.pipeline.news_stage import NewsStage
+from agent.pipeline.result import build_result, rejected_result
+from agent.pipeline.scopes import evaluation_scopes
+from agent.pipeline.search_plan import plan_search, search_specs
+from agent.pipeline.tenk_stages import TenKStages
+from agent.settings import Settings
+
+
+class Step(TenKStages, NewsStage):
+    """One coordinator step. Works on a copy of the state; `run()` returns it in the outcome."""
+
+    def __init__(self, state: JobState, inp: StepInput, settings: Settings):
+        self.state = state.model_copy(deep=True)
+        self.inp, self.settings, self.now = inp, settings, inp.now
+        self.events: list[StepEvent] = []
+
+    def emit(self, type: str, message: str = "", **data) -> None:
+        self.events.append(StepEvent(type=type, message=message, data=data))  # type: ignore[arg-type]
+
+    def _stage_time(self, stage: TimedStage) -> None:
+        self.state.timing.add(stage, self.now)
+
+    def _dispatch(self, stage: Stage, calls: list[TaskCall]) -> StepOutcome:
+        self.state.timing.stage_started = self.now
+        return StepOutcome(state=self.state, step=JobStep(iteration=self.state.iteration, stage=stage), calls=calls,
+                           events=self.events)
+
+    def _read(self, stage: Stage, round: int | None = None) -> dict[StepKey, StepOutput]:
+        """The outputs of `stage` in this iteration; their token usage joins the job's."""
+        outputs = self.inp.outputs.of(self.state.iteration, stage, round)
+        for out in outputs.values():
+            for k, v in out.usage.model_dump().items():
+                self.state.tokens[k] = self.state.tokens.get(k, 0) + v
+        return outputs
+
+    def _result(self, status: str, error: str | None = None, note: str | None = None) -> JobResult:
+        return build_result(self.inp.job_id, self.state, self.inp.evidence, self.inp.provider, status, self.now,
+                            error=error, note=note)
+
+    def run(self) -> StepOutcome:
+        stage = self.inp.done.stage
+        return getattr(self, f"after_{stage.value if isinstance(stage, Stage) else stage}")()
+
+    # ----- the answer loop -----
+    def after_start(self) -> StepOutcome:
+        self.state.started_at = self.now
+        self.emit("job_status", "running", status="running")
+        return self._dispatch(Stage.plan, [PlanCall()])
+
+    def after_plan(self) -> StepOutcome:
+        self._stage_time("reasoning")
+        out = next(iter(self._read(Stage.plan).values()), None) or FailedOutput(error="the planner produced no output")
+        if not isinstance(out, PlanOutput):
+            assert isinstance(out, FailedOutput)
+            reason = f"The planner failed ({out.error_class or 'unknown'} error): {out.error}"
+            self.emit("error", reason, step="plan", error_class=out.error_class)
+            return self._finish("failed", self._result("failed", error=reason))
+        plan = out.plan
+        self.state.plan = plan
+        self.state.trace(f"plan: {plan.reasoning}")
+        if not plan.is_valid:
+            self.emit("planning", plan.invalid_reason or "question rejected", is_valid=False, reason=plan.invalid_reason)
+            return self._finish("rejected", rejected_result(self.inp.job_id, self.state, self.inp.provider,
+                                                            plan.invalid_reason or "invalid question"))
+        self.state.limits = limits_for(self.settings, self.state, plan)
+        self.state.phase_iterations["planning"] += 1
+        router.record(self.state, router.initial_strategy(plan), plan.confidence, plan.reasoning)
+        self.state.search_plan = plan_search(plan, self.inp.availability, self.state.strategy)
+        sp = self.state.search_plan
+        self.emit("planning", f"Plan: {plan.topic or plan.intent} for {', '.join(plan.tickers)}",
+                  reasoning=plan.reasoning, tickers=plan.tickers, time_refs=plan.time_refs, question_type=plan.question_type,
+                  answer_mode=plan.answer_mode.value, data_sources=plan.data_sources, queries=sp.queries,
+                  periods={tp.ticker: tp.periods for tp in sp.transcripts}, tenk={tp.ticker: tp.periods for tp in sp.tenk},
+                  problems=sp.problems, limits=self.state.limits.model_dump(), strategy=self.state.strategy)
+        self.state.phase = "execution"
+        if not sp.transcripts and not sp.tenk and not plan.needs_latest_news:
+            reason = "; ".join(sp.problems) or "nothing to search for this question"
+            return self._finish("failed", self._result("failed", error=reason))
+        return self._start_iteration(sp.queries, news_query=plan.topic if plan.needs_latest_news else None)
+
+    def _start_iteration(self, keywords: list[str], news_query: str | None = None) -> StepOutcome:
+        st = self.state
+        assert st.limits is not None
+        st.iteration += 1
+        st.phase_iterations[st.phase] += 1
+        st.pending_keywords = keywords
+        st.pending_news_query = news_query
+        self.emit("iteration_start", f"Iteration {st.iteration}", iteration=st.iteration,
+                  max_iterations=st.limits.max_iterations, phase=st.phase, strategy=st.strategy)
+        if st.iteration > 1 and keywords:
+            self.emit("iteration_followup", "Searching for: " + ", ".join(keywords), keywords=keywords,
+                      news_query=news_query)
+        if self.tenk_pending():
+            return self.start_tenk()
+        return self._dispatch_search()
+
+    def _dispatch_search(self) -> StepOutcome:
+        st = self.state
+        assert st.search_plan is not None
+        calls: list[TaskCall] = [SearchCall(n=n, spec=spec)
+                                 for n, spec in enumerate(search_specs(st.search_plan, st.pending_keywords))]
+        if st.pending_news_query:
+            calls.append(NewsCall(query=st.pending_news_query))
+        if not calls:  # nothing left to search (e.g. a 10-K-only question): answer from the evidence so far
+            return self.after_search()
+        return self._dispatch(Stage.search, calls)
+
+    def after_search(self) -> StepOutcome:
+        self._stage_time("retrieval")
+        self.collect_news()
+        ev = self.inp.evidence
+        added, total = ev.added(self.state.iteration), ev.total
+        if self.state.iteration == 1:
+            self.emit("search", f"Found {added} chunks", chunks=added)
+        else:
+            self.emit("iteration_search", f"Found {added} new chunks", chunks_added=added, chunks_total=total)
+        if total == 0:
+            return self._finish("completed", self._result(
+                "completed", note="No evidence was found in the ingested sources for this question."))
+        if self.state.answer is not None and (added == 0 or out_of_time(self.state, self.now)):
+            # an empty refinement keeps the previous working set: nothing new to regenerate from
+            return self._keep_previous_answer()
+        return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in ev.scopes])
+
+    def _keep_previous_answer(self) -> StepOutcome:
+        reason = "max_duration_seconds ran out" if out_of_time(self.state, self.now) else "follow-up search found nothing new"
+        last = self.state.iterations[-1]
+        self.emit("agent_decision", f"Keeping the previous answer: {reason}", confidence=last.confidence, issues=[],
+                  will_iterate=False)
+        self.emit("iteration_complete", "", iteration=self.state.iteration, confidence=last.confidence, will_continue=False)
+        self.state.termination_reason = reason
+        return self._finish("completed", self._result("completed"))
+
+    def after_extract(self) -> StepOutcome:
+        self._stage_time("generation")
+        self._read(Stage.extract)
+        return self._dispatch(Stage.compose, [ComposeCall()])
+
+    def after_compose(self) -> StepOutcome:
+        self._stage_time("generation")
+        out = next(iter(self._read(Stage.compose).values()), None) or FailedOutput(error="the composer produced no output")
+        if not isinstance(out, ComposeOutput):
+            assert isinstance(out, FailedOutput)
+            reason = f"answer generation failed ({out.error_class} error): {out.error}"
+            self.emit("error", reason, step="compose", error_class=out.error_class)
+            if self.state.answer is None:
+                return self._finish("failed", self._result("failed", error=reason))
+            self.state.termination_reason = reason + "; kept the previous answer"
+            return self._finish("completed", self._result("completed"))
+        self.state.answer = out.answer
+        if out_of_time(self.state, self.now):
+            self.state.termination_reason = "max_duration_seconds ran out"
+            return self._finish("completed", self._result("completed"))
+        scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
+        return self._dispatch(Stage.evaluate, [EvaluateCall(scope=s) for s in scopes])
+
+    def after_evaluate(self) -> StepOutcome:
+        self._stage_time("evaluation")
+        st = self.state
+        assert st.limits is not None
+        outs = self._read(Stage.evaluate)
+        for key, o in outs.items():
+            if isinstance(o, FailedOutput):
+                self.emit("error", f"evaluation {key} failed: {o.error}", step="evaluate", error_class=o.error_class)
+        parts = [o.evaluation for o in outs.values() if isinstance(o, EvaluateOutput)]
+        if not parts:
+            st.termination_reason = "every evaluation failed; returning the unevaluated answer"
+            return self._finish("completed", self._result("completed"))
+        evaluation = merge_evaluations(parts)
+        decision = decide(st, evaluation, self.now, self.settings.enable_dynamic_termination)
+        total, added = self.inp.evidence.total, self.inp.evidence.added(st.iteration)
+        conf = evaluation.overall_confidence
+        st.iterations.append(IterationRecord(
+            iteration=st.iteration, confidence=conf, evaluation=evaluation, chunks_total=total, chunks_added=added,
+            keywords=st.pending_keywords, will_iterate=decision.will_iterate, reason=decision.reason))
+        st.trace(f"iteration {st.iteration}: confidence {conf:.2f}; {decision.reason}")
+        summary = "; ".join(evaluation.missing_info[:2] or evaluation.issues[:2])
+        self.emit("agent_decision", f"Answer quality: {conf:.0%}." + (f" Missing: {summary}." if summary else ""),
+                  confidence=conf, issues=evaluation.issues, missing_info=evaluation.missing_info,
+                  will_iterate=decision.will_iterate, reason=decision.reason,
+                  scores={k: getattr(evaluation, f"{k}_score") for k in ("completeness", "specificity", "accuracy", "clarity")})
+        self.emit("iteration_complete", "", iteration=st.iteration, confidence=conf, will_continue=decision.will_iterate)
+        if decision.will_iterate:
+            st.phase = "refinement"
+            return self._start_iteration(decision.keywords, decision.news_query)
+        retry = self._router_retry(conf)
+        if retry is not None:
+            return retry
+        st.termination_reason = decision.reason
+        return self._finish("completed", self._result("completed"))
+
+    def _router_retry(self, confidence: float) -> StepOutcome | None:
+        """Below the router's confidence bar, try a different strategy (at most `router_max_retries` times)."""
+        st, s = self.state, self.settings
+        assert st.limits is not None and st.plan is not None
+        if not router.should_retry(st, confidence, s.router_retry_below, s.router_max_retries) or out_of_time(st, self.now):
+            return None
+        if sum(st.phase_iterations.values()) >= st.limits.max_iterations_effective:
+            return None
+        if st.phase_iterations["planning"] >= st.limits.phase_limits.get("planning", 1) + s.router_max_retries:
+            return None
+        alternative = router.retry_strategy(st, self.inp.availability.has_10k(st.plan.tickers))
+        if alternative is None:
+            return None
+        previous = st.strategy
+        st.router_retries += 1
+        st.phase_iterations["planning"] += 1
+        router.record(st, alternative,
+                      confidence, f"Re-routed: confidence {confidence:.0%} < {s.router_retry_below:.0%} with {previous}")
+        st.search_plan = plan_search(st.plan, self.inp.availability, alternative)
+        st.phase = "execution"
+        st.tenk.done = False
+        self.emit("planning", f"Low confidence ({confidence:.0%}): re-routing from {previous} to {alternative}",
+                  strategy=alternative, previous_strategy=previous,
+                  periods={tp.ticker: tp.periods for tp in st.search_plan.transcripts},
+                  tenk={tp.ticker: tp.periods for tp in st.search_plan.tenk})
+        return self._start_iteration(st.plan.search_queries)
+
+    def _finish(self, status: str, result: JobResult) -> StepOutcome:
+        self.state.timing.stage_started = None
+        self.emit("result", result.answer[:200], result=result.model_dump(mode="json"))
+        self.emit("job_status", status, status=status)
+        return StepOutcome(state=self.state, status=status, step=JobStep(stage="done"), events=self.events, result=result)
+
+
+def step(state: JobState, inp: StepInput, settings: Settings) -> StepOutcome:
+    """One transition of the job's state machine (see the table above)."""
+    return Step(state, inp, settings).run()

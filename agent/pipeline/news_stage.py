@@ -1,0 +1,25 @@
+"""The news part of a coordinator step: report what the news call of this iteration found."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent.models.steps import FailedOutput, NewsOutput, Stage
+
+if TYPE_CHECKING:
+    from agent.pipeline.machine import Step as _Base
+else:
+    _Base = object
+
+
+class NewsStage(_Base):
+    def collect_news(self) -> None:
+        out = next(iter(self._read(Stage.news).values()), None)
+        if out is None:
+            return
+        if isinstance(out, FailedOutput):  # the task itself failed for good
+            out = NewsOutput(status="error", reason=out.error, query=self.state.pending_news_query, count=0)
+        assert isinstance(out, NewsOutput)
+        self.state.news_status = out.status if out.status == "ok" else f"{out.status}: {out.reason or ''}"
+        message = (f"Found {out.count} news articles" if out.status == "ok"
+                   else f"News search {out.status}: {out.reason or ''}")
+        self.emit("news_search", message, status=out.status, query=out.query, articles=out.count, reason=out.reason)

@@ -1,0 +1,49 @@
+"""The search planner: each company's own periods per data source, and the transcript search fan-out."""
+from __future__ import annotations
+
+import re
+
+from agent.models.corpus import Period
+from agent.models.research import ResearchPlan, SearchPlan, SearchSpec, TickerPeriods
+from agent.pipeline.inputs import Availability
+from agent.retrieval.periods import resolve
+
+
+def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = "transcripts_first") -> SearchPlan:
+    """Each company's own periods ('last 3 quarters' means that company's latest 3)."""
+    sp = SearchPlan(queries=plan.search_queries, reasoning=plan.reasoning)
+    refs = plan.time_refs
+    if strategy == "broad_window":  # router retry: widen the time window to the last 4 quarters
+        refs = ["last 4 quarters"]
+    use_transcripts = ("earnings_transcripts" in plan.data_sources or "hybrid" in plan.data_sources
+                       or strategy == "transcripts_first_fallback")
+    use_10k = plan.needs_10k or "10k" in plan.data_sources or strategy == "10k_first"
+    for ticker in plan.tickers:
+        if use_transcripts:
+            avail = availability.transcripts.get(ticker, [])
+            if not avail:
+                sp.problems.append(f"no earnings-call transcripts are ingested for {ticker}")
+            else:
+                res = resolve(refs, avail, ticker, default_latest=1 if plan.answer_mode == "direct" else min(3, len(avail)))
+                sp.problems += res.problems
+                if res.periods:
+                    sp.transcripts.append(TickerPeriods(ticker=ticker, periods=[p.key for p in res.periods]))
+        if use_10k:
+            years = availability.tenk.get(ticker, [])
+            if not years:
+                sp.problems.append(f"no 10-K filing is ingested for {ticker}")
+            else:
+                chosen = _tenk_years(refs, years)
+                sp.tenk.append(TickerPeriods(ticker=ticker, periods=[p.key for p in chosen]))
+    return sp
+
+
+def _tenk_years(refs: list[str], years: list[Period]) -> list[Period]:
+    wanted = {int(y) for ref in refs for y in re.findall(r"(?:19|20)\d{2}", ref)}
+    hits = [p for p in years if p.fiscal_year in wanted]
+    return hits or years[-1:]
+
+
+def search_specs(plan: SearchPlan, queries: list[str]) -> list[SearchSpec]:
+    """One search per keyword phrase x company x target quarter."""
+    return [SearchSpec(ticker=tp.ticker, period=p, query=q) for q in queries for tp in plan.transcripts for p in tp.periods]

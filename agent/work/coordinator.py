@@ -1,0 +1,91 @@
+"""The coordinator's I/O around the pure state machine: lock the job row, load what the step reads,
+run the step, and save the new state with its outbox in the same transaction."""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, defaultdict
+
+from pydantic import BaseModel
+
+from agent.context import Context
+from agent.models.job import FINAL_STATUSES, Outbox, StepEvent
+from agent.models.steps import JobStep, Stage, StepOutputs
+from agent.persistence import jobstore
+from agent.pipeline import machine
+from agent.pipeline.inputs import EvidenceSummary, StepInput, StepOutcome
+from agent.pipeline.result import build_result
+from agent.pipeline.scopes import scope_key
+from agent.work.planning import load_availability
+
+log = logging.getLogger(__name__)
+_SOURCE_NAMES = {"transcript": "earnings_transcripts", "10k": "10k", "10k_table": "10k", "news": "news"}
+
+
+class Advanced(BaseModel):
+    """What one coordinator delivery did: the outbox to publish first (the previous step's, in case a crash
+    lost it) and, unless the delivery was stale, the step's outcome."""
+
+    previous: Outbox
+    outcome: StepOutcome | None = None
+    iteration: int = 0
+    batch: bool = False
+
+
+def evidence_summary(ctx: Context, job_id: str) -> EvidenceSummary:
+    per_iteration: dict[int, int] = defaultdict(int)
+    sources: Counter[str] = Counter()
+    scopes = set()
+    for r in jobstore.evidence_counts(ctx.pool, job_id):
+        per_iteration[r["iteration"]] += r["n"]
+        sources[_SOURCE_NAMES[r["source_type"]]] += r["n"]
+        scopes.add(scope_key(r["source_type"], r["ticker"], r["fiscal_year"], r["fiscal_quarter"]))
+    return EvidenceSummary(per_iteration=dict(per_iteration), scopes=sorted(scopes), sources=dict(sources))
+
+
+def load_input(ctx: Context, job: jobstore.JobRow) -> StepInput:
+    """Everything the step after `job.step` reads: that iteration's outputs, evidence counts, availability."""
+    done = JobStep.parse(job.step)
+    outputs = StepOutputs()
+    if done.stage != "start":
+        outputs = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job.id, f"{done.iteration}:"))
+    plan = job.state.plan
+    if plan is None and done.stage == Stage.plan:
+        planned = outputs.one(0, Stage.plan)
+        plan = getattr(planned, "plan", None)
+    tickers = plan.tickers if plan is not None else []
+    return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id),
+                     availability=load_availability(ctx, tickers), now=time.time(), provider=ctx.llm.name)
+
+
+def _failed(job: jobstore.JobRow, inp: StepInput, exc: Exception) -> StepOutcome:
+    """A bug or bad data: fail the job with a readable reason, never leave it hanging."""
+    reason = f"internal error at step {job.step}: {type(exc).__name__}: {exc}"
+    result = build_result(job.id, job.state, inp.evidence, inp.provider, "failed", inp.now, error=reason)
+    return StepOutcome(state=job.state, status="failed", step=JobStep(stage="done"), result=result,
+                       events=[StepEvent(type="error", message=reason, data={"step": job.step}),
+                               StepEvent(type="job_status", message="failed", data={"status": "failed"})])
+
+
+def advance_job(ctx: Context, job_id: str, done_step: str) -> Advanced | None:
+    """Run the step after `done_step` under the job's row lock. None: the job does not exist."""
+    with ctx.pool.connection() as conn, conn.transaction():
+        job = jobstore.lock_job(conn, job_id)
+        if job is None:
+            return None
+        previous = job.state.outbox
+        if job.status in FINAL_STATUSES or job.step != done_step:
+            return Advanced(previous=previous)  # a duplicate delivery, or a step another delivery already took
+        inp = load_input(ctx, job)
+        try:
+            outcome = machine.step(job.state, inp, ctx.settings)
+        except Exception as exc:
+            log.exception("job %s failed at %s", job_id, done_step)
+            outcome = _failed(job, inp, exc)
+        job.state = outcome.state
+        job.state.inflight = list(outcome.calls)
+        # the step's events are committed with the step (outbox) and published after the commit, exactly once
+        job.state.outbox = Outbox(seq=previous.seq + 1, events=outcome.events)
+        error = outcome.result.error if outcome.result and outcome.status != "completed" else None
+        jobstore.save_job(conn, job, outcome.status, str(outcome.step), outcome.result, error=error)
+    return Advanced(previous=previous, outcome=outcome, iteration=job.state.iteration, batch=job.state.request.batch)

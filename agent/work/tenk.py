@@ -1,0 +1,103 @@
+"""The work of the 10-K agent's fan-out calls: plan, retrieve (at most `tenk_parallelism` calls), answer, evaluate."""
+from __future__ import annotations
+
+from agent.context import Context
+from agent.models.research import Evidence
+from agent.models.steps import (
+    Stage, StepKey, StepOutputs, TenKAnswerCall, TenKAnswerOutput, TenKEvaluateCall, TenKEvaluateOutput, TenKPlanCall,
+    TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput,
+)
+from agent.models.tenk import TenKAnswerRequest, TenKEvaluateRequest, TenKPlan, TenKPlanRequest
+from agent.persistence import jobstore
+from agent.persistence.ledger import record_call
+from agent.pipeline.budget import budget_note
+from agent.tenk.retrieval import retrieve
+from agent.work.answering import assign_markers
+
+
+def _output(ctx: Context, job_id: str, key: StepKey):
+    rows = jobstore.get_outputs(ctx.pool, job_id, str(key))
+    return StepOutputs.from_rows(rows).items.get(key)
+
+
+def _plan(ctx: Context, job_id: str, iteration: int, rnd: int, ticker: str) -> TenKPlan:
+    out = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_plan, round=rnd, part=ticker))
+    if not isinstance(out, TenKPlanOutput):
+        raise LookupError(f"no 10-K plan for {ticker} in round {rnd}")
+    return out.plan
+
+
+def _tenk_evidence(ctx: Context, job_id: str, ticker: str) -> tuple[list[Evidence], dict[str, str]]:
+    evidence = jobstore.load_evidence(ctx.pool, job_id)
+    markers = assign_markers(evidence)
+    return [e for e in evidence if e.source_type in ("10k", "10k_table") and e.ticker == ticker], markers
+
+
+def do_plan(ctx: Context, job_id: str, iteration: int, call: TenKPlanCall) -> None:
+    state = jobstore.load_state(ctx.pool, job_id)
+    previous = _plan(ctx, job_id, iteration, call.round - 1, call.ticker) if call.round > 1 else None
+    key = call.output_key(iteration)
+    with record_call(ctx.pool, job_id, str(key), "llm.plan_10k",
+                     {"ticker": call.ticker, "fiscal_year": call.fiscal_year, "round": call.round}) as rec:
+        plan, usage = ctx.llm.plan_10k(TenKPlanRequest(
+            question=state.request.question, ticker=call.ticker, fiscal_year=call.fiscal_year,
+            missing_info=call.missing_info, previous=previous, budget_note=budget_note(state)))
+        rec.result_size = len(plan.sub_questions)
+    jobstore.put_output(ctx.pool, job_id, key, TenKPlanOutput(plan=plan, usage=usage))
+
+
+def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCall) -> None:
+    """One of the parallel retrieval calls; it handles its share of the sub-questions in turn."""
+    state = jobstore.load_state(ctx.pool, job_id)
+    added, prompt, completion = 0, 0, 0
+    plans: dict[str, TenKPlan] = {}
+    for a in call.assignments:
+        plan = plans.setdefault(a.ticker, _plan(ctx, job_id, iteration, call.round, a.ticker))
+        sq = next(q for q in plan.sub_questions if q.id == a.sub_question)
+        # a ledger row per sub-question (not a step output): the slot's output key carries the total
+        ledger_key = f"{iteration}:tenk{call.round}:retrieve:{a.ticker}:{a.sub_question}"
+        with record_call(ctx.pool, job_id, ledger_key, f"tenk_{sq.kind.lower()}_search",
+                         {"ticker": a.ticker, "items": sq.items, "keywords": sq.keywords}) as rec:
+            evidence, usage = retrieve(ctx, ctx.llm, state.request.question, plan, sq, iteration,
+                                       budget_note=budget_note(state))
+            n = jobstore.add_evidence(ctx.pool, job_id, evidence)
+            rec.result_size = len(evidence)
+        added += n
+        prompt, completion = prompt + usage.prompt, completion + usage.completion
+    jobstore.put_output(ctx.pool, job_id, call.output_key(iteration),
+                        TenKRetrieveOutput(added=added, usage={"prompt": prompt, "completion": completion}))
+
+
+def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -> None:
+    state = jobstore.load_state(ctx.pool, job_id)
+    plan = _plan(ctx, job_id, iteration, call.round, call.ticker)
+    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker)
+    key = call.output_key(iteration)
+    with record_call(ctx.pool, job_id, str(key), "llm.answer_10k", {"ticker": call.ticker, "evidence": len(evidence)}) as rec:
+        answer, usage = ctx.llm.answer_10k(TenKAnswerRequest(question=state.request.question, plan=plan, evidence=evidence,
+                                                             markers=markers, budget_note=budget_note(state)))
+        rec.result_size = len(answer.text)
+    jobstore.put_output(ctx.pool, job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage))
+
+
+def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCall) -> None:
+    state = jobstore.load_state(ctx.pool, job_id)
+    plan = _plan(ctx, job_id, iteration, call.round, call.ticker)
+    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker)
+    answer = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_answer, round=call.round, part=call.ticker))
+    answered = answer if isinstance(answer, TenKAnswerOutput) else None
+    key = call.output_key(iteration)
+    with record_call(ctx.pool, job_id, str(key), "llm.evaluate_10k", {"ticker": call.ticker}):
+        ev, usage = ctx.llm.evaluate_10k(TenKEvaluateRequest(
+            question=state.request.question, plan=plan, round=call.round,
+            answer=answered.answer.text if answered else "", evidence=evidence,
+            markers=answered.markers if answered else markers, budget_note=budget_note(state)))
+    jobstore.put_output(ctx.pool, job_id, key, TenKEvaluateOutput(evaluation=ev, usage=usage))
+
+
+def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | None:
+    """The latest 10-K answer for a company (any iteration, last round), used as its 10-K findings."""
+    outputs = StepOutputs.from_rows(jobstore.get_outputs(pool, job_id, ""))
+    answers = [(k.iteration, k.round or 0, out) for k, out in outputs.items.items()
+               if k.stage == Stage.tenk_answer and k.part == ticker and isinstance(out, TenKAnswerOutput)]
+    return max(answers, key=lambda a: (a[0], a[1]))[2] if answers else None

@@ -1,0 +1,259 @@
+"""The coordinator's state machine, driven through whole jobs with no database, Redis or workers."""
+from __future__ import annotations
+
+import pytest
+
+from agent.models.research import ScopeFindings
+from agent.models.steps import (
+    ComposeCall, ComposeOutput, EvaluateCall, EvaluateOutput, ExtractCall, ExtractOutput, FailedOutput, NewsCall,
+    NewsOutput, PlanCall, PlanOutput, SearchCall, TenKAnswerCall, TenKAnswerOutput, TenKEvaluateCall,
+    TenKEvaluateOutput, TenKPlanCall, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput,
+)
+from agent.models.tenk import SubQuestion, TenKEvaluation, TenKPlan
+from tests.unit.machine_driver import USAGE, Job, answer, evaluation, event_types, plan
+
+
+def planned(job: Job, **plan_fields):
+    job.advance()
+    return job.respond(lambda c, it: PlanOutput(plan=plan(**plan_fields), usage=USAGE))
+
+
+def answer_round(job: Job, score: int, keywords: list[str] | None = None, chunks: int = 4, scopes=("ACME:2025_q1",)):
+    """From a search fan-out in flight to the evaluation's outcome."""
+    assert all(isinstance(c, (SearchCall, NewsCall)) for c in job.last.calls), job.last.calls
+    if chunks:
+        job.find(chunks, *scopes)
+    out = job.respond(lambda c, it: None)
+    if not all(isinstance(c, ExtractCall) for c in out.calls) or not out.calls:
+        return out
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    out = job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=USAGE))
+    if not out.calls:
+        return out
+    return job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(score, keywords=keywords, scope=c.scope),
+                                                    usage=USAGE))
+
+
+def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
+    job = Job()
+    out = job.advance()
+    assert out.calls == [PlanCall()] and str(out.step) == "0:plan" and event_types(out) == ["job_status"]
+
+    out = job.respond(lambda c, it: PlanOutput(plan=plan(), usage=USAGE))
+    limits = job.state.limits
+    assert (limits.max_iterations, limits.confidence_threshold, limits.max_tokens) == (3, 0.80, 6000)  # standard mode
+    assert str(out.step) == "1:search" and event_types(out) == ["planning", "iteration_start"]
+    assert [(c.spec.ticker, c.spec.period, c.spec.query) for c in out.calls] == [
+        ("ACME", "2024_q4", "revenue growth drivers"), ("ACME", "2025_q1", "revenue growth drivers")]
+
+    job.find(6, "ACME:2024_q4", "ACME:2025_q1")
+    out = job.respond(lambda c, it: None)  # a search stores evidence rows, not an output
+    assert event_types(out) == ["search"] and out.events[0].data == {"chunks": 6}
+    assert out.calls == [ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1")]
+
+    out = job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    assert out.calls == [ComposeCall()] and str(out.step) == "1:compose"
+    out = job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=USAGE))
+    assert out.calls == [EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+
+    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(60, keywords=["segment margin"], scope=c.scope),
+                                                   usage=USAGE))
+    assert event_types(out) == ["agent_decision", "iteration_complete", "iteration_start", "iteration_followup"]
+    assert out.events[0].data["will_iterate"] and out.events[0].data["reason"] == "confidence 60% < threshold 80%"
+    assert (job.state.iteration, job.state.phase) == (2, "refinement")
+    assert [c.spec.query for c in out.calls] == ["segment margin", "segment margin"]
+
+    out = answer_round(job, 90, chunks=3)
+    assert out.status == "completed" and str(out.step) == "done" and out.calls == []
+    assert event_types(out)[-2:] == ["result", "job_status"]
+    result = out.result
+    assert (result.iterations, result.confidence, result.chunks_used) == (2, 0.9, 9)
+    assert result.termination_reason == "confidence 90% >= threshold 80%"
+    assert [r.keywords for r in result.evaluations] == [["revenue growth drivers"], ["segment margin"]]
+    # plan, then per iteration 2 extracts, 1 compose and 2 evaluations: 11 calls of 10 + 5 tokens
+    assert result.tokens == {"prompt": 110, "completion": 55}
+    assert set(result.timing) == {"reasoning", "retrieval", "generation", "evaluation", "total"}
+    assert result.timing["total"] == job.now - job.state.started_at
+
+
+def test_the_router_reroutes_a_low_confidence_answer_through_other_strategies():
+    job = Job()
+    planned(job)
+    out = answer_round(job, 40)  # no follow-up phrase: the loop would end, but 40% < 70% re-routes
+    assert [r.agent_name for r in job.state.routing_history] == ["transcripts_first", "10k_first"]
+    planning = next(e for e in out.events if e.type == "planning")
+    assert planning.data["previous_strategy"] == "transcripts_first" and planning.data["tenk"] == {"ACME": ["FY2024"]}
+    assert out.calls == [TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024)]  # 10k_first: the 10-K agent first
+    assert (job.state.iteration, job.state.router_retries) == (2, 1)
+
+    run_tenk_round(job, quality=0.95, chunks=2)
+    out = answer_round(job, 40)
+    assert [r.agent_name for r in job.state.routing_history] == ["transcripts_first", "10k_first",
+                                                                 "transcripts_first_fallback"]
+
+    assert all(isinstance(c, SearchCall) for c in out.calls)  # the fallback searches transcripts only
+    out = answer_round(job, 40)  # two retries used: the job ends
+    assert out.status == "completed" and job.state.router_retries == 2
+    assert out.result.termination_reason == "max iterations (3) reached"
+
+
+def sub_question(id: int, keywords: str) -> SubQuestion:
+    return SubQuestion(id=id, text=keywords, kind="TABLE", items=["8"], keywords=keywords)
+
+
+def run_tenk_round(job: Job, quality: float, chunks: int = 0, sub_questions=None, missing=None):
+    """One 10-K round from its plan calls to its evaluation's outcome."""
+    subs = sub_questions or [sub_question(1, "inventories balance sheet"), sub_question(2, "cost of sales")]
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                                 sub_questions=subs), usage=USAGE))
+    if out.calls and isinstance(out.calls[0], TenKRetrieveCall):
+        out = job.respond(lambda c, it: TenKRetrieveOutput(added=2))
+    assert all(isinstance(c, TenKAnswerCall) for c in out.calls)
+    job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Inventories were 5 [10K1]"), markers={}))
+    if chunks:
+        job.find(chunks, "ACME:10k")
+    return job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=quality, missing_info=missing or [])))
+
+
+def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_already_searched():
+    job = Job()
+    out = planned(job, data_sources=["10k"], needs_10k=True, time_refs=["fiscal 2024"])
+    assert job.state.strategy == "10k_first" and job.state.search_plan.transcripts == []
+    assert out.calls == [TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024)]
+
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(
+        ticker="ACME", fiscal_year=2024, sub_questions=[sub_question(1, "inventories"), sub_question(2, "cost of sales")])))
+    assert [(c.slot, [(a.ticker, a.sub_question) for a in c.assignments]) for c in out.calls] == [
+        (0, [("ACME", 1)]), (1, [("ACME", 2)])]
+    out = job.respond(lambda c, it: TenKRetrieveOutput(added=3))
+    assert out.events[0].data["chunks_added"] == 6 and out.calls == [TenKAnswerCall(round=1, ticker="ACME")]
+    out = job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
+    assert out.calls == [TenKEvaluateCall(round=1, ticker="ACME")]
+    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.5, missing_info=["turnover"])))
+    assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["turnover"])]
+
+    # the replan keeps sub-question 1 and adds 3: only 3 is retrieved
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(
+        ticker="ACME", fiscal_year=2024, sub_questions=[sub_question(1, "inventories"), sub_question(3, "turnover")])))
+    assert [[a.sub_question for a in c.assignments] for c in out.calls] == [[3]]
+    job.respond(lambda c, it: TenKRetrieveOutput(added=1))
+    job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
+    job.find(7, "ACME:10k")
+    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.95)))
+    # quality reached; no transcript search for a 10-K-only question: straight to extraction
+    assert job.state.tenk.done and job.state.tenk.quality == {"ACME": 0.95}
+    assert event_types(out) == ["tenk_search", "search"] and out.calls == [ExtractCall(scope="ACME:10k")]
+
+
+def test_tenk_stops_after_its_round_limit():
+    job = Job()
+    planned(job, data_sources=["10k"], needs_10k=True)
+    for n in range(1, 6):
+        subs = [sub_question(n, f"phrase {n}")]
+        out = run_tenk_round(job, quality=0.3, chunks=1, sub_questions=subs)
+    assert job.state.tenk.round == 5 and job.state.tenk.done
+    assert isinstance(out.calls[0], ExtractCall)
+
+
+def test_a_planner_failure_fails_the_job_with_a_readable_reason():
+    job = Job()
+    job.advance()
+    out = job.respond(lambda c, it: FailedOutput(error="ConnectError: refused", error_class="network"))
+    assert out.status == "failed" and out.result.error == "The planner failed (network error): ConnectError: refused"
+    job = Job()
+    job.advance()
+    out = job.advance({})
+    assert out.status == "failed" and "the planner produced no output" in out.result.error
+
+
+def test_an_invalid_plan_is_rejected_and_a_company_without_sources_fails():
+    job = Job()
+    out = planned(job, is_valid=False, invalid_reason="not about a company")
+    assert out.status == "rejected" and out.result.answer == "not about a company"
+    job = Job()
+    out = planned(job, tickers=["ZED"])
+    assert out.status == "failed" and out.result.error == "no earnings-call transcripts are ingested for ZED"
+
+
+def test_no_evidence_completes_with_a_note():
+    job = Job()
+    planned(job)
+    out = answer_round(job, 90, chunks=0)
+    assert out.status == "completed" and out.result.answer.startswith("No evidence was found")
+
+
+def test_an_empty_refinement_keeps_the_previous_answer():
+    job = Job()
+    planned(job)
+    answer_round(job, 50, keywords=["capital returns"])
+    out = answer_round(job, 90, chunks=0)
+    assert out.status == "completed" and out.result.termination_reason == "follow-up search found nothing new"
+    assert out.result.answer == "Revenue rose [1]." and out.result.iterations == 1
+
+
+def test_a_compose_failure_fails_a_first_answer_and_keeps_a_later_one():
+    job = Job()
+    planned(job)
+    job.find(2, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    out = job.respond(lambda c, it: FailedOutput(error="timeout", error_class="network"))
+    assert out.status == "failed" and "answer generation failed" in out.result.error
+
+    job = Job()
+    planned(job)
+    answer_round(job, 50, keywords=["capital returns"])
+    job.find(2, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    out = job.respond(lambda c, it: FailedOutput(error="timeout", error_class="network"))
+    assert out.status == "completed" and out.result.termination_reason.endswith("kept the previous answer")
+
+
+def test_every_evaluation_failing_returns_the_unevaluated_answer():
+    job = Job()
+    planned(job)
+    job.find(2, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    job.respond(lambda c, it: ComposeOutput(answer=answer()))
+    out = job.respond(lambda c, it: FailedOutput(error="bad json", error_class="data"))
+    assert out.status == "completed" and out.result.answer == "Revenue rose [1]."
+    assert event_types(out).count("error") == 2
+
+
+def test_running_out_of_time_after_composing_ends_the_job():
+    job = Job(max_duration_seconds=5)
+    planned(job)
+    job.find(2, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    out = job.respond(lambda c, it: ComposeOutput(answer=answer()), seconds=10)
+    assert out.status == "completed" and out.result.termination_reason == "max_duration_seconds ran out"
+
+
+def test_news_is_searched_beside_the_transcripts_and_reported():
+    job = Job()
+    out = planned(job, needs_latest_news=True, topic="pricing")
+    assert out.calls[-1] == NewsCall(query="pricing")
+    job.find(2, "ACME:2025_q1", "news")
+    out = job.respond(lambda c, it: NewsOutput(status="ok", query="pricing", count=2) if isinstance(c, NewsCall) else None)
+    assert event_types(out) == ["news_search", "search"] and job.state.news_status == "ok"
+    assert ExtractCall(scope="news") in out.calls
+
+
+def test_a_failed_news_call_is_reported_as_an_error_status():
+    job = Job()
+    planned(job, needs_latest_news=True, topic="pricing")
+    job.find(1, "ACME:2025_q1")
+    job.respond(lambda c, it: FailedOutput(error="HTTP 500") if isinstance(c, NewsCall) else None)
+    assert job.state.news_status == "error: HTTP 500"
+
+
+@pytest.mark.parametrize("mode, iterations", [("standard", 3), ("detailed", 4)])
+def test_the_answer_modes_iteration_limit_ends_the_loop(mode, iterations):
+    job = Job(mode=mode)
+    planned(job)
+    for n in range(iterations):
+        out = answer_round(job, 75, keywords=[f"phrase {n}"], chunks=1)  # above the router bar (70%)
+    assert out.status == "completed" and out.result.termination_reason == f"max iterations ({iterations}) reached"
