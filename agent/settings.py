@@ -4,11 +4,25 @@ from __future__ import annotations
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, ModelWrapValidatorHandler, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "FINAGENT_"
+ENV_NESTED_DELIMITER = "__"
+
+
+def env_var(*path: str) -> str:
+    """The environment variable of a (nested) setting: env_var("phases", "planning") == "FINAGENT_PHASES__PLANNING"."""
+    return ENV_PREFIX + ENV_NESTED_DELIMITER.join(p.upper() for p in path)
+
+
+def setting_name(*path: str) -> str:
+    """How an error names a setting: `phases.planning` (env FINAGENT_PHASES__PLANNING)."""
+    return f"`{'.'.join(path)}` (env {env_var(*path)})"
 
 
 class AnswerMode(str, Enum):
@@ -19,9 +33,11 @@ class AnswerMode(str, Enum):
 
 
 class ModeConfig(BaseModel):
-    max_iterations: int
-    max_tokens: int
-    confidence_threshold: float
+    """One row of the answer-mode table (env FINAGENT_MODES__<MODE>__<FIELD>, e.g. FINAGENT_MODES__DIRECT__MAX_TOKENS)."""
+
+    max_iterations: int = Field(ge=1)
+    max_tokens: int = Field(ge=1)
+    confidence_threshold: float = Field(gt=0, le=1)
 
 
 # The table from seed 000/001; deep_search is configured but never chosen by the planner.
@@ -42,9 +58,9 @@ class LLMRoles(BaseModel):
 class PhaseLimits(BaseModel):
     """Seed 002: per-phase iteration limits."""
 
-    planning: int = 2  # the plan, plus a re-plan by the router
-    execution: int = 3  # the first search-and-answer round, plus router retries
-    refinement: int = 3  # follow-up rounds on an answer
+    planning: int = Field(2, ge=1)  # the plan, plus a re-plan by the router
+    execution: int = Field(3, ge=1)  # the first search-and-answer round, plus router retries
+    refinement: int = Field(3, ge=1)  # follow-up rounds on an answer
 
     def effective_max_iterations(self, explicit: int | None = None) -> int:
         if explicit:
@@ -55,9 +71,9 @@ class PhaseLimits(BaseModel):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="FINAGENT_",
+        env_prefix=ENV_PREFIX,
         env_file=".env",
-        env_nested_delimiter="__",
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
         extra="ignore",
     )
 
@@ -87,10 +103,10 @@ class Settings(BaseSettings):
     news_max_results: int = 5
 
     # retrieval
-    semantic_weight: float = 0.7
-    keyword_weight: float = 0.3
-    chunk_size: int = 1000
-    chunk_overlap: int = 150
+    semantic_weight: float = Field(0.7, ge=0, le=1)  # + keyword_weight must be 1
+    keyword_weight: float = Field(0.3, ge=0, le=1)
+    chunk_size: int = Field(1000, ge=1)
+    chunk_overlap: int = Field(150, ge=0)  # < chunk_size
     top_k_per_quarter: int = 15
     tenk_parallelism: int = 6
     tenk_max_iterations: int = 5
@@ -120,6 +136,58 @@ class Settings(BaseSettings):
     # events
     event_stream_maxlen: int = 1000
 
+    # ---------- validation: bad configuration fails at load time, naming the setting and its env var ----------
+    @field_validator("modes")
+    @classmethod
+    def _check_modes(cls, modes: dict[AnswerMode, ModeConfig]) -> dict[AnswerMode, ModeConfig]:
+        missing = [m.value for m in AnswerMode if m not in modes]
+        if missing:
+            raise ValueError(f"{setting_name('modes')} must configure every answer mode; missing: {', '.join(missing)} "
+                             f"(an override replaces the whole table: give every mode, e.g. "
+                             f"{env_var('modes', missing[0], 'max_iterations')})")
+        order = list(AnswerMode)  # direct -> standard -> detailed -> deep_search
+        for prev, mode in zip(order, order[1:]):
+            for fld in ("max_iterations", "max_tokens", "confidence_threshold"):
+                low, high = getattr(modes[prev], fld), getattr(modes[mode], fld)
+                if high < low:
+                    raise ValueError(
+                        f"{setting_name('modes', mode.value, fld)} is {high}, below {prev.value}'s {low}: "
+                        f"answer modes {' -> '.join(m.value for m in order)} must not decrease {fld}; "
+                        f"mode {mode.value} breaks the order")
+        return modes
+
+    @model_validator(mode="after")
+    def _check_retrieval(self) -> Settings:
+        total = self.semantic_weight + self.keyword_weight
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(
+                f"{setting_name('semantic_weight')} + {setting_name('keyword_weight')} must sum to 1, "
+                f"got {self.semantic_weight} + {self.keyword_weight} = {total:g}")
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"{setting_name('chunk_overlap')} must be smaller than {setting_name('chunk_size')}, "
+                f"got {self.chunk_overlap} >= {self.chunk_size}")
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _name_env_vars(cls, data: Any, handler: ModelWrapValidatorHandler[Settings]) -> Settings:
+        """Append the setting and its env var to every field error (Field(ge=...) and nested-model errors too).
+        Defined after the other validators so it wraps them all (model validators nest in definition order)."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            errors: list[InitErrorDetails] = []
+            for err in exc.errors():
+                path = tuple(str(p.value if isinstance(p, Enum) else p) for p in err["loc"])
+                msg = err["msg"]
+                if path and ENV_PREFIX not in msg:  # our own validators already name it
+                    msg = f"{msg} [setting {setting_name(*path)}]"
+                # a model-level error's input is the whole configuration: never echo its secrets
+                value = _mask_secrets(err["input"]) if not path else err["input"]
+                errors.append({"type": PydanticCustomError(err["type"], msg), "loc": err["loc"], "input": value})
+            raise ValidationError.from_exception_data(exc.title, errors) from None
+
     def mode(self, mode: AnswerMode | str) -> ModeConfig:
         return self.modes[AnswerMode(mode)]
 
@@ -133,6 +201,14 @@ class Settings(BaseSettings):
             if data.get(key):
                 data[key] = _mask_url(data[key])
         return data
+
+
+def _mask_secrets(data: Any) -> Any:
+    """Raw settings input with API keys and URL passwords masked (for error reports)."""
+    if not isinstance(data, dict):
+        return data
+    return {k: ("********" if str(k).endswith("_key") and v else _mask_url(v) if str(k).endswith("_url") and isinstance(v, str) else v)
+            for k, v in data.items()}
 
 
 def _mask_url(url: str) -> str:

@@ -10,10 +10,10 @@ from sse_starlette.sse import EventSourceResponse
 
 from agent import submission
 from agent.context import Context
-from agent.persistence import jobstore
-from agent.submission import Dispatcher
 from agent.infra.events import TERMINAL_STATUSES, replay
 from agent.models.job import JobRequest, JobResult
+from agent.persistence import jobstore
+from agent.submission import Dispatcher
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -104,6 +104,7 @@ async def events(job_id: str, last_event_id: str | None = Header(default=None)):
         while True:
             batch = await asyncio.to_thread(replay, ctx.redis, job_id, after)
             for ev in batch:
+                assert ev.id is not None  # replay() sets every event's stream id
                 after = ev.id
                 yield {"id": ev.id, "event": ev.type, "data": ev.model_dump_json()}
                 if ev.type == "job_status" and ev.data.get("status") in TERMINAL_STATUSES:

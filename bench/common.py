@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# the real data sits beside the repository (../shared/data), wherever it is cloned
+SHARED_DATA = ROOT.parent / "shared" / "data"
 DOCS = ROOT / "docs" / "benchmarks.md"
 INTRO = (
     "# Benchmarks\n\n"

@@ -92,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--transcripts", type=Path, default=search.TRANSCRIPTS)
     args = p.parse_args(argv)
-    say = lambda msg: print(f"[bench:geometry] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    say = lambda msg: print(f"[bench:geometry] {msg}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     with common.private_stack(args.data_dir, embedding_provider="local", llm_provider="extractive") as ctx:
         result = run(ctx, args, say)
     result["seconds"] = round(time.perf_counter() - started, 1)
-    command = "cd /work/main && .venv/bin/python bench/geometry_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = ".venv/bin/python bench/geometry_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if not args.no_write:
         common.write_section("search-geometry", markdown(result, command.strip()))
     print(json.dumps(result) if args.json else markdown(result, command.strip()))

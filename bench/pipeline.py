@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, today, write_section  # noqa: E402
+from bench.common import fresh_env, machine, today, write_section
 
 QUESTION = "Compare AAPL and MSFT revenue and what drove it over the last 3 quarters"
 WARMUP = "What was NVDA's revenue last quarter?"
@@ -28,8 +28,8 @@ LLM_TOOLS = ("llm.plan", "llm.extract", "llm.compose", "llm.evaluate")
 
 def _runs(ctx, manager, latency: float, fanout: bool, repeat: int) -> dict:
     """`repeat` runs of the question on one set of workers; the median run is reported, with every wall time."""
-    from ops.ask import submit_and_follow
     from agent.models.job import JobRequest
+    from ops.ask import submit_and_follow
 
     manager.ensure(FINAGENT_LLM_LATENCY_S=str(latency), FINAGENT_FANOUT=str(fanout).lower())
     # warm-up: fresh worker processes open their DB pools and caches on first use; measure the steady state
@@ -39,9 +39,9 @@ def _runs(ctx, manager, latency: float, fanout: bool, repeat: int) -> dict:
 
 
 def _run(ctx) -> dict:
+    from agent.models.job import JobRequest
     from agent.persistence.ledger import load_ledger
     from ops.ask import submit_and_follow
-    from agent.models.job import JobRequest
 
     t0 = time.perf_counter()
     job, events = submit_and_follow(ctx, JobRequest(question=QUESTION, mode="detailed"), timeout_s=600)
@@ -52,7 +52,8 @@ def _run(ctx) -> dict:
     calls = sorted(load_ledger(ctx.pool, job.id), key=lambda c: c["started_at"])
     t_first = calls[0]["started_at"].timestamp()
     trace = [(c["call_key"], round(c["started_at"].timestamp() - t_first, 2), round(c["duration_ms"] / 1000, 2)) for c in calls]
-    return {"trace": trace, "timing": job.result.timing, "wall_s": round(wall, 2), "llm_calls": len(ledger), "llm_steps": len(stages), "iterations": job.result.iterations,
+    return {"trace": trace, "timing": job.result.timing, "wall_s": round(wall, 2), "llm_calls": len(ledger),
+            "llm_steps": len(stages), "iterations": job.result.iterations,
             "confidence": job.result.confidence, "status": job.result.status, "events": len(events)}
 
 
@@ -122,7 +123,8 @@ Where the fan-out run's time goes (from its tool ledger; s after the plan call s
 
 - critical-path bound = {f['llm_steps']} steps x {o['latency_s']} s = **{o['bound_s']} s**; wall / bound = **{o['wall_over_bound']}** (target <= 1.15)
 - sequential / fan-out = **{o['sequential_over_wall']}x** (target >= 3x)
-- machine: {o['machine']['cpu_count']} CPUs, {o['machine']['platform']}, 1-minute load average {o['load_avg_1m']['start']} at the start, {o['load_avg_1m']['end']} at the end
+- machine: {o['machine']['cpu_count']} CPUs, {o['machine']['platform']},
+  1-minute load average {o['load_avg_1m']['start']} at the start, {o['load_avg_1m']['end']} at the end
 """
 
 

@@ -23,7 +23,7 @@ if __package__ in (None, ""):
 
 from bench import common, search_variants
 
-TRANSCRIPTS = Path("/work/shared/data/transcripts")
+TRANSCRIPTS = common.SHARED_DATA / "transcripts"
 QUARTERS = [(y, q) for y in (2022, 2023) for q in range(1, 5)]
 TOP_K = 15
 REPEAT = 30  # queries run twice to check that the default search is repeatable
@@ -200,10 +200,12 @@ def headline(out: dict, labels: list[str]) -> dict:
 
 PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
-PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share", "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
+PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share",
+            "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
             "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s"]
-ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5", "ingest_chunks_per_s", "ingest_chunks", "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
+ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5", "ingest_chunks_per_s", "ingest_chunks",
+        "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
         "load_avg_1m_start", "load_avg_1m_end", "pgvector", "seconds"]
 VARIANT_HEADER = ("variant (unfiltered)", "recall vs current exact", "recall vs own exact", "p50 ms", "p95 ms")
 
@@ -235,7 +237,7 @@ def markdown(result: dict, command: str) -> str:
             f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{NOTES}\n\n{vectors}")
 
 
-NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in /work/shared/data/transcripts:
+NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in ../shared/data/transcripts:
 a quarter of the sentences swapped for others of the corpus, every number nudged) over synthetic tickers and 8
 quarters, bulk-loaded with COPY while the HNSW index is dropped, then the index is rebuilt from the migration's own
 definition (`hnsw_build_s`). Latencies are warm, one-at-a-time `hybrid_search` calls (query embedding excluded).
@@ -303,14 +305,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    say = lambda msg: print(f"[bench:search] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    say = lambda msg: print(f"[bench:search] {msg}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
         result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
     result["seconds"] = round(time.perf_counter() - started, 1)
     section, targets, _, _ = PROFILES[args.embedder]
     result["targets"] = common.check_targets(result, targets)
-    command = "cd /work/main && .venv/bin/python bench/search.py" + " " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = ".venv/bin/python bench/search.py" + " " + " ".join(sys.argv[1:] if argv is None else argv)
     if not args.no_write:
         common.write_section(section, markdown(result, command.strip()))
     if args.json:

@@ -9,9 +9,9 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from agent.persistence import jobstore
 from agent.infra.events import Event, follow
 from agent.models.job import JobRequest, JobResult
+from agent.persistence import jobstore
 from agent.submission import create, rerun_with_feedback
 from tasks.dispatch import CeleryDispatcher
 
@@ -41,7 +41,8 @@ def print_event(ev: Event) -> None:
 
 def print_result(result: JobResult) -> None:
     out = Console()
-    title = f"{result.status} · confidence {result.confidence:.0%} · {result.iterations} iteration(s) · {result.chunks_used} chunks · provider {result.provider}"
+    title = (f"{result.status} · confidence {result.confidence:.0%} · {result.iterations} iteration(s) · "
+             f"{result.chunks_used} chunks · provider {result.provider}")
     out.print(Panel(Markdown(result.answer or "(no answer)"), title=title))
     if result.citations:
         table = Table("marker", "source", "ticker", "period", "excerpt")
@@ -66,7 +67,9 @@ def follow_job(ctx, job_id: str, timeout_s: float = 900, on_event=None) -> tuple
         events.append(ev)
         if on_event:
             on_event(ev)
-    return jobstore.load_job(ctx.pool, job_id), events
+    job = jobstore.load_job(ctx.pool, job_id)
+    assert job is not None  # the job was created before its events were followed
+    return job, events
 
 
 def rerun_question(parent_id: str, feedback: str, as_json: bool, timeout_s: float = 900) -> JobResult:

@@ -4,13 +4,16 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from agent.settings import get_settings
+
+if TYPE_CHECKING:
+    from agent.ingest.documents import Kind
 
 app = typer.Typer(no_args_is_help=True, help="finagent: iterative research agent over earnings calls, 10-Ks and news.")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect the effective settings.")
@@ -99,7 +102,7 @@ def db_status():
         console.print(f"{'applied' if version in done else 'pending'}  {version}")
 
 
-def _run_ingest(kind: str, paths: list[Path], inline: bool, as_json: bool) -> None:
+def _run_ingest(kind: Kind, paths: list[Path], inline: bool, as_json: bool) -> None:
     from ops.ingest_runner import ingest
     from ops.runtime import bootstrap
 
@@ -156,8 +159,8 @@ def search(
 ):
     """Hybrid search (0.7 semantic + 0.3 keyword) with per-company period resolution."""
     from agent.retrieval.periods import parse_quarters_option
-    from agent.retrieval.service import SearchRequest
-    from agent.retrieval.service import search as run_search
+    from agent.search_service import SearchRequest
+    from agent.search_service import search as run_search
     from ops.runtime import bootstrap
 
     ctx = bootstrap()
@@ -217,7 +220,7 @@ def ask(
                              batch=batch)
     except ValidationError as exc:
         err.print(f"[red]invalid request:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
-        raise typer.Exit(code=2)
+        raise typer.Exit(code=2) from None
     result = run_question(request, as_json)
     if result.status in ("failed", "rejected"):
         raise typer.Exit(code=1)
@@ -233,7 +236,8 @@ def demo(question: str = typer.Argument("What was NVDA's revenue last quarter an
 
     ctx = bootstrap(workers=True)
     root = sample_corpus_dir()
-    for kind, sub in (("transcript", "transcripts"), ("10k", "10k")):
+    corpora: tuple[tuple[Kind, str], ...] = (("transcript", "transcripts"), ("10k", "10k"))
+    for kind, sub in corpora:
         report = ingest(ctx, kind, [root / sub], fanout=True)
         console.print(f"sample {sub}: " + ", ".join(f"{s}={sum(1 for f in report.files if f.status == s)}"
                                                      for s in ("added", "replaced", "unchanged", "error")))

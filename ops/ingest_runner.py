@@ -59,7 +59,7 @@ class _FanOut:
         states = [(st in task_states.READY_STATES, st == task_states.FAILURE)
                   for st in (r.state for r in self.result.results)]
         embedded = sum(n for n, (ready, _) in zip(self.sizes, states) if ready)
-        docs = []
+        docs: list[tuple[bool, str | None]] = []
         for span in self.spans:
             failed = next((self.result.results[b] for b in span if states[b][1]), None)
             if failed is not None:

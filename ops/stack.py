@@ -110,11 +110,11 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
     (shared_buffers does, so a new data dir restarts once, on its first start). Every command and worker passes
     here, so the common case is one read of the config files and nothing written."""
     import psycopg
-    from pgserver._commands import pg_ctl
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # generated at import time, one per postgres binary
     from psycopg import sql
 
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        written = dict(conn.execute("SELECT name, setting FROM pg_file_settings"
+        written: dict[str, str] = dict(conn.execute("SELECT name, setting FROM pg_file_settings"
                                     " WHERE sourcefile LIKE '%postgresql.auto.conf'").fetchall())
         stale = {name: value for name, value in wanted.items() if written.get(name) != value}
         for name, value in stale.items():
@@ -122,7 +122,9 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
         if stale:
             conn.execute("SELECT pg_reload_conf()")
         # the files as they stand against the running server: an entry it cannot apply needs a restart
-        pending = conn.execute("SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL").fetchone()[0]
+        row = conn.execute("SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL").fetchone()
+        assert row is not None  # an aggregate without GROUP BY always returns one row
+        pending = row[0]
     if pending:
         # postmaster.opts keeps the socket options; as root, pgserver runs the server as its own system user
         pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user)

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# The test suite: unit tests (no services) and integration tests (embedded Postgres+pgvector,
-# embedded Redis and real Celery workers, all started by the tests themselves).
+# The test suite: lint and types, then the unit tier alone (no services), then the integration tier
+# (embedded Postgres+pgvector, embedded Redis and real Celery workers, all started by the tests themselves).
+# With arguments, runs just `pytest ARGS`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ops/setup.sh local,dev
-exec .venv/bin/python -m pytest -q "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
+echo "== ruff"; .venv/bin/ruff check .
+echo "== mypy"; .venv/bin/mypy
+echo "== unit tier"; .venv/bin/python -m pytest -q -m "not integration"
+echo "== integration tier"; exec .venv/bin/python -m pytest -q -m integration

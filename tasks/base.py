@@ -3,7 +3,8 @@ that always completes (a task that finally fails stores a FailedOutput under its
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from celery import Task
 from celery.utils.time import get_exponential_backoff_interval
@@ -37,7 +38,7 @@ class JobTask(Task):
             if error_class in RETRYABLE and retries < min(self.max_retries, ctx.settings.max_tool_retries):
                 countdown = get_exponential_backoff_interval(factor=1, retries=retries, maximum=30, full_jitter=True)
                 log.warning("%s failed (%s), retry %d in %.1fs", key, error_class, retries + 1, countdown)
-                raise self.retry(exc=exc, countdown=countdown)
+                raise self.retry(exc=exc, countdown=countdown) from exc
             log.exception("%s failed for good (%s)", key, error_class)
             jobstore.put_output(ctx.pool, job_id, key, FailedOutput(
                 error=f"{type(exc).__name__}: {exc}"[:500], error_class=error_class, retries=retries))

@@ -39,7 +39,7 @@ def flush_events(job_id: str, outbox: Outbox) -> None:
 def submit_research(question: str, mode: str | None = None, tickers: list[str] | None = None,
                     max_iterations: int | None = None, idempotency_key: str | None = None, **options) -> str:
     """Public entry point for other services: returns the job id at once; follow the job's events."""
-    request = JobRequest(question=question, mode=mode, tickers=tickers, max_iterations=max_iterations,  # type: ignore[arg-type]
+    request = JobRequest(question=question, mode=mode, tickers=tickers, max_iterations=max_iterations,
                          idempotency_key=idempotency_key, **options)
     return create(context(), CeleryDispatcher(), request)[0]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from kombu import Exchange, Queue as KombuQueue
+from kombu import Exchange
+from kombu import Queue as KombuQueue
 from pydantic import BaseModel
 
 from agent.models.steps import TaskKind

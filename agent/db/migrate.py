@@ -10,7 +10,7 @@ LOCK_ID = 0x46494E41  # pg advisory lock so concurrent upgrades serialise
 
 def available() -> list[tuple[str, str]]:
     folder = resources.files("agent.db") / "migrations"
-    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
+    files = sorted((p for p in folder.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name)
     return [(p.name.removesuffix(".sql"), p.read_text()) for p in files]
 
 
@@ -39,7 +39,9 @@ def upgrade(url: str) -> list[str]:
 
 def current(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
-        exists = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0]
+        row = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()
+        assert row is not None  # a SELECT without FROM always returns one row
+        exists = row[0]
         if not exists:
             return []
         return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]

@@ -5,10 +5,17 @@ half_open: one trial call at a time; success -> closed, counted failure -> open 
 
 Keys (all under finagent:breaker:{name}):
   :failures   consecutive counted failures (INCR)
-  :opened_at  wall time the breaker opened; its Redis expiry (reset_s) *is* the open period, so every
-              worker reads the same clock (the Redis server's) instead of comparing its own
-  :trial      the half-open trial lease (SET NX PX), so only one worker probes a recovering service
+  :opened_at  the breaker's clock reading when it opened; written with a Redis expiry of reset_s
+  :trial      the half-open trial lease, "<token> <clock reading when taken>" (SET PX), so only one worker
+              probes a recovering service
 Read-then-write decisions run in WATCH/MULTI transactions, so concurrent workers count correctly.
+
+Time: every time reading goes through the injectable `clock` (default time.time). The breaker is open while
+clock() < opened_at + reset_s, and a trial is running while clock() < taken_at + trial_lease_s. The Redis
+expiries stay as the shared safety net and cleanup: once a key has expired, every worker treats that period as
+over whatever its own clock says, so a worker whose clock lags never waits longer than the Redis server's
+clock allows. (A worker whose clock runs ahead may see half-open a little early; the trial lease still lets
+only one caller through.) Tests drive the breaker with a fake clock instead of wall time.
 """
 from __future__ import annotations
 
@@ -17,8 +24,9 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis as redis_lib
 
@@ -52,7 +60,7 @@ class CircuitOpenError(Exception):
 
 class CircuitBreaker:
     def __init__(self, redis: redis_lib.Redis, name: str, threshold: int = 3, reset_s: float = 300,
-                 trial_lease_s: float | None = None):
+                 trial_lease_s: float | None = None, clock: Callable[[], float] = time.time):
         if threshold < 1:
             raise ValueError("threshold must be >= 1")
         if reset_s <= 0:
@@ -63,6 +71,9 @@ class CircuitBreaker:
         self.reset_s = float(reset_s)
         # A trial whose worker died must not block recovery forever; by default it lasts one reset period.
         self.trial_lease_s = float(trial_lease_s if trial_lease_s is not None else reset_s)
+        if self.trial_lease_s <= 0:
+            raise ValueError("trial_lease_s must be > 0")
+        self.clock = clock
         prefix = f"finagent:breaker:{name}"
         self.k_failures = f"{prefix}:failures"
         self.k_opened = f"{prefix}:opened_at"
@@ -72,11 +83,14 @@ class CircuitBreaker:
     # ---------- queries ----------
     def state(self) -> BreakerState:
         with self.redis.pipeline(transaction=True) as pipe:
-            opened, failures = pipe.exists(self.k_opened).get(self.k_failures).execute()
-        return self._state(bool(opened), failures)
+            pipe.get(self.k_opened)
+            pipe.pttl(self.k_opened)
+            pipe.get(self.k_failures)
+            opened, open_ms, failures = pipe.execute()
+        return self._state(self._open_remaining(opened, open_ms, self.clock()), failures)
 
-    def _state(self, opened: bool, failures: Any) -> BreakerState:
-        if opened:
+    def _state(self, open_remaining: float, failures: Any) -> BreakerState:
+        if open_remaining > 0:
             return "open"
         return "half_open" if int(failures or 0) >= self.threshold else "closed"
 
@@ -86,12 +100,31 @@ class CircuitBreaker:
     def retry_after_s(self) -> float:
         """Seconds until a call may be let through: the rest of the open period, or of a running trial's lease."""
         with self.redis.pipeline(transaction=True) as pipe:
-            open_ms, failures, trial_ms = pipe.pttl(self.k_opened).get(self.k_failures).pttl(self.k_trial).execute()
-        if open_ms and open_ms > 0:
-            return open_ms / 1000
-        if int(failures or 0) >= self.threshold and trial_ms and trial_ms > 0:
-            return trial_ms / 1000
+            pipe.get(self.k_opened)
+            pipe.pttl(self.k_opened)
+            pipe.get(self.k_failures)
+            pipe.get(self.k_trial)
+            pipe.pttl(self.k_trial)
+            opened, open_ms, failures, trial, trial_ms = pipe.execute()
+        now = self.clock()
+        open_remaining = self._open_remaining(opened, open_ms, now)
+        if open_remaining > 0:
+            return open_remaining
+        if int(failures or 0) >= self.threshold:
+            return self._trial_remaining(trial, trial_ms, now)
         return 0.0
+
+    def _open_remaining(self, opened: Any, pttl_ms: Any, now: float) -> float:
+        """Seconds left in the open period: by the clock (opened_at + reset_s), never past the key's Redis expiry."""
+        return _remaining(_text(opened), pttl_ms, self.reset_s, now)
+
+    def _trial_remaining(self, trial: Any, pttl_ms: Any, now: float) -> float:
+        """Seconds left on the running trial's lease (0: no trial, or its lease is over)."""
+        raw = _text(trial)
+        if raw is None:
+            return 0.0
+        _, _, taken_at = raw.partition(" ")
+        return _remaining(taken_at, pttl_ms, self.trial_lease_s, now)
 
     # ---------- transitions ----------
     def allow(self) -> bool:
@@ -99,17 +132,19 @@ class CircuitBreaker:
         token = uuid.uuid4().hex
 
         def decide(pipe) -> bool:
-            opened = pipe.exists(self.k_opened)
+            now = self.clock()
+            opened, open_ms = pipe.get(self.k_opened), pipe.pttl(self.k_opened)
             failures = pipe.get(self.k_failures)
-            state = self._state(bool(opened), failures)
+            state = self._state(self._open_remaining(opened, open_ms, now), failures)
             if state == "open":
                 return False
             if state == "closed":
                 return True
-            if pipe.exists(self.k_trial):
+            # a lease left over from a worker that died (over by the clock but not yet expired) is taken over
+            if self._trial_remaining(pipe.get(self.k_trial), pipe.pttl(self.k_trial), now) > 0:
                 return False
             pipe.multi()
-            pipe.set(self.k_trial, token, px=_ms(self.trial_lease_s))
+            pipe.set(self.k_trial, f"{token} {now:.3f}", px=_ms(self.trial_lease_s))
             return True
 
         allowed, trial_set = self._transaction(decide, self.k_opened, self.k_failures, self.k_trial)
@@ -121,7 +156,8 @@ class CircuitBreaker:
     def record_success(self) -> None:
         """The dependency answered: close the breaker, whatever state it was in."""
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.get(self.k_failures).delete(self.k_failures, self.k_opened, self.k_trial)
+            pipe.get(self.k_failures)
+            pipe.delete(self.k_failures, self.k_opened, self.k_trial)
             before = pipe.execute()[0]
         self._local.trial = None
         if int(before or 0) >= self.threshold:
@@ -130,19 +166,24 @@ class CircuitBreaker:
     def record_failure(self) -> None:
         """Count one failure; at `threshold` consecutive failures (or any failure while half-open) open the breaker."""
 
-        def count(pipe) -> int:
+        def count(pipe) -> tuple[int, bool]:
+            now = self.clock()
             failures = int(pipe.get(self.k_failures) or 0) + 1
+            still_open = self._open_remaining(pipe.get(self.k_opened), pipe.pttl(self.k_opened), now) > 0
             pipe.multi()
             pipe.incr(self.k_failures)
+            opening = failures >= self.threshold and not still_open
+            if opening:
+                # overwrites an opened_at whose period is over by the clock but whose key has not expired yet
+                pipe.set(self.k_opened, f"{now:.3f}", px=_ms(self.reset_s))
             if failures >= self.threshold:
-                # NX: failures counted while already open must not extend the open period
-                pipe.set(self.k_opened, f"{time.time():.3f}", nx=True, px=_ms(self.reset_s))
+                # failures counted while already open do not extend the open period (opened_at is left alone)
                 pipe.delete(self.k_trial)
-            return failures
+            return failures, opening
 
-        failures, results = self._transaction(count, self.k_failures)
+        (failures, opened_now), _ = self._transaction(count, self.k_failures, self.k_opened)
         self._local.trial = None
-        if failures >= self.threshold and len(results) > 1 and results[1]:
+        if opened_now:
             log.warning("circuit %s opened after %d consecutive failures; retry in %.0f s", self.name, failures, self.reset_s)
 
     def release_trial(self) -> None:
@@ -153,7 +194,7 @@ class CircuitBreaker:
             return
 
         def release(pipe) -> None:
-            if _text(pipe.get(self.k_trial)) == token:
+            if (_text(pipe.get(self.k_trial)) or "").partition(" ")[0] == token:
                 pipe.multi()
                 pipe.delete(self.k_trial)
 
@@ -189,6 +230,19 @@ class CircuitBreaker:
 
     def _transaction(self, fn: Callable[[Any], T], *watch: str) -> tuple[T, list]:
         return watched_transaction(self.redis, fn, *watch)
+
+
+def _remaining(started_at: str | None, pttl_ms: Any, period_s: float, now: float) -> float:
+    """Seconds left of a period of period_s that started at started_at (a clock reading), stored in a key whose
+    remaining Redis TTL is pttl_ms. 0 once either says the period is over; a missing key means it is over."""
+    if started_at is None or pttl_ms is None or pttl_ms == -2:
+        return 0.0
+    ttl_s = period_s if pttl_ms == -1 else pttl_ms / 1000  # -1: no expiry (should not happen), trust the clock
+    try:
+        by_clock = float(started_at) + period_s - now
+    except ValueError:  # unreadable value: fall back to the Redis expiry alone
+        by_clock = period_s
+    return max(0.0, min(by_clock, ttl_s, period_s))
 
 
 def _ms(seconds: float) -> int:

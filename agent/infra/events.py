@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator, get_args
+from collections.abc import Iterator
+from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
@@ -108,7 +109,7 @@ def follow(redis, job_id: str, after: str = "0", block_ms: int = 1000, timeout_s
         for _, entries in batch or []:
             for eid, fields in entries:
                 ev = _decode(eid, fields)
-                last = ev.id
+                last = ev.id or last
                 yield ev
                 if ev.type == "job_status" and ev.data.get("status") in TERMINAL_STATUSES:
                     return

@@ -1,7 +1,8 @@
 """Optimistic Redis transactions (WATCH/MULTI/EXEC) that also hand back the EXEC results."""
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis as redis_lib
 

@@ -5,8 +5,9 @@ from typing import Literal
 
 import numpy as np
 
-from agent.retrieval.companies import ensure_company
 from agent.ingest.documents import PreparedDocument
+from agent.models.corpus import TenKDoc, TranscriptDoc
+from agent.retrieval.companies import ensure_company
 
 Outcome = Literal["added", "replaced", "unchanged"]
 
@@ -42,6 +43,7 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
         ).fetchone()["id"]
         with conn.cursor() as cur:
             if prepared.kind == "transcript":
+                assert isinstance(doc, TranscriptDoc)  # prepare_transcript pairs the kind with its doc type
                 cur.executemany(
                     "INSERT INTO transcript_chunks (document_id, ticker, fiscal_year, fiscal_quarter, call_date, speaker,"
                     " section, chunk_index, text, embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
@@ -49,6 +51,7 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
                       c.index, c.text, e) for c, e in zip(prepared.chunks, embeddings)],
                 )
             else:
+                assert isinstance(doc, TenKDoc)  # prepare_10k pairs the kind with its doc type
                 cur.executemany(
                     "INSERT INTO tenk_chunks (document_id, ticker, fiscal_year, item, item_title, chunk_index, text, embedding)"
                     " VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.ingest.errors import IngestError
@@ -152,7 +153,7 @@ def split_by_headings(text: str, chain: list[Heading]) -> list[TenKSection]:
     return sections
 
 
-def merge_sections(primary: list[TenKSection], extra: list[TenKSection] = ()) -> list[TenKSection]:
+def merge_sections(primary: list[TenKSection], extra: Sequence[TenKSection] = ()) -> list[TenKSection]:
     """One section per item in item order: of primary's duplicates the longest, then extra's new items."""
     best: dict[str, TenKSection] = {}
     for s in primary:

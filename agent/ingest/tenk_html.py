@@ -7,6 +7,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypedDict
 
 from edgar.documents import parse_html
 from edgar.documents.config import ParserConfig
@@ -15,15 +16,38 @@ from edgar.documents.table_nodes import TableNode
 from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
-    FRAGMENTS, Heading, TenKParseError, clean_section_text, find_headings,
-    fiscal_year_end_from_text, is_numeric_cell, item_rank, join_fragments, make_table, match_heading,
-    merge_sections, normalize_item, parse_date, pick_caption, select_chain, split_by_headings,
+    FRAGMENTS,
+    Heading,
+    TenKParseError,
+    clean_section_text,
+    find_headings,
+    fiscal_year_end_from_text,
+    is_numeric_cell,
+    item_rank,
+    join_fragments,
+    make_table,
+    match_heading,
+    merge_sections,
+    normalize_item,
+    parse_date,
+    pick_caption,
+    select_chain,
+    split_by_headings,
 )
 from agent.models.corpus import TenKDoc, TenKSection, TenKTable
 
+
+class _ParserFlags(TypedDict):
+    optimize_for_ai: bool
+    detect_table_types: bool
+    extract_table_relationships: bool
+    extract_xbrl: bool
+    extract_links: bool
+
+
 # Features we never read; turning them off roughly halves edgartools' parse time.
-_FAST = dict(optimize_for_ai=False, detect_table_types=False, extract_table_relationships=False,
-             extract_xbrl=False, extract_links=False)
+_FAST = _ParserFlags(optimize_for_ai=False, detect_table_types=False, extract_table_relationships=False,
+                     extract_xbrl=False, extract_links=False)
 _TEXT_NODES = (ParagraphNode, HeadingNode, TextNode, ListNode)
 
 
@@ -48,7 +72,7 @@ def parse_10k_html(path: Path, ticker: str | None = None) -> TenKDoc:
     raw = _read_html(path)
     try:
         doc = parse_html(raw, config=ParserConfig(form="10-K", **_FAST))
-    except Exception as exc:  # noqa: BLE001 - edgartools raises many kinds; all mean "unparseable"
+    except Exception as exc:
         raise TenKParseError(path, f"HTML could not be parsed ({exc.__class__.__name__}: {exc})") from exc
     flat = _flatten(doc.root)
     chain = select_chain(flat.headings, len(flat.text))
@@ -106,7 +130,8 @@ def _has_table(node: Node) -> bool:
 
 
 def _flatten(root: Node) -> _Flat:
-    flat, parts, pos, recent = _Flat(), [], 0, []
+    flat, parts, pos = _Flat(), [], 0
+    recent: list[str] = []
     for node in _blocks(root):
         rows = [r for r in _table_rows(node) if any(r)] if isinstance(node, TableNode) else []
         if len(rows) > 1:
@@ -208,12 +233,12 @@ def _add_heading(chain: list[Heading], item: str, line: str, text: str) -> list[
     return sorted([*chain, Heading(pos, item, "")], key=lambda h: h.pos) if pos >= 0 else chain
 
 
-def _edgar_items(doc) -> dict:
+def _edgar_items(doc) -> dict[str, Any]:
     try:
         found = list(doc.sections.values())
-    except Exception:  # noqa: BLE001 - no sections is handled by the regex headings
+    except Exception:
         return {}
-    out = {}
+    out: dict[str, Any] = {}
     for sec in found:
         item = normalize_item(sec.item or "")
         if item:

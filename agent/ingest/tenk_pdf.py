@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
     TenKParseError,
-    fiscal_year_end_from_text,
     find_headings,
+    fiscal_year_end_from_text,
     make_table,
     pick_caption,
     select_chain,
@@ -74,7 +74,7 @@ def _pypdf_pages(path: Path) -> list[str]:
         return [_pypdf_page_text(page) for page in reader.pages]
     except TenKParseError:
         raise
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds; all mean "unreadable"
+    except Exception as exc:
         raise TenKParseError(path, f"cannot read PDF ({exc.__class__.__name__}: {exc})") from exc
 
 
@@ -82,7 +82,7 @@ def _pypdf_page_text(page) -> str:
     # layout mode keeps table rows on one line (label ... values); plain mode scatters them
     try:
         return page.extract_text(extraction_mode="layout") or ""
-    except Exception:  # noqa: BLE001 - a page layout mode cannot handle still has plain text
+    except Exception:
         return page.extract_text() or ""
 
 
@@ -91,7 +91,7 @@ def _pdfium_pages(path: Path) -> list[str]:
 
     try:
         pdf = pdfium.PdfDocument(str(path))
-    except Exception as exc:  # noqa: BLE001 - PdfiumError and OSError alike
+    except Exception as exc:
         raise TenKParseError(path, f"cannot read PDF ({exc.__class__.__name__}: {exc})") from exc
     try:
         pages = [pdf[i].get_textpage().get_text_range() for i in range(len(pdf))]
@@ -175,7 +175,7 @@ def _is_label_row(line: str) -> bool:
 
 def _flush(item: str, block: list, caption_lines: list[str], out: list[TenKTable]) -> list[str]:
     """Turn a block into a table if it has enough numeric rows; return its trailing text lines."""
-    trailing = []
+    trailing: list[str] = []
     while block and isinstance(block[-1], str):
         trailing.insert(0, block.pop())
     numeric = [r for r in block if not isinstance(r, str)]

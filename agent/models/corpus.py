@@ -37,13 +37,13 @@ class Period(BaseModel, frozen=True):
         return f"Q{self.fiscal_quarter} {self.fiscal_year}" if self.fiscal_quarter else f"FY{self.fiscal_year}"
 
     @classmethod
-    def parse_key(cls, key: str) -> "Period":
+    def parse_key(cls, key: str) -> Period:
         if key.upper().startswith("FY"):
             return cls(fiscal_year=int(key[2:]))
         year, q = key.lower().split("_q")
         return cls(fiscal_year=int(year), fiscal_quarter=int(q))
 
-    def __lt__(self, other: "Period") -> bool:
+    def __lt__(self, other: Period) -> bool:
         return (self.fiscal_year, self.fiscal_quarter) < (other.fiscal_year, other.fiscal_quarter)
 
 

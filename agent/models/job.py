@@ -35,7 +35,7 @@ class RoutingDecision(BaseModel):
     agent_name: str  # strategy name, e.g. 'transcripts_first', '10k_first', 'broad_window'
     confidence: float
     reasoning: str
-    timestamp: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+    timestamp: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
 
 class Limits(BaseModel):
@@ -106,6 +106,10 @@ class Timing(BaseModel):
         self.stage_started = None
 
 
+def _no_phase_iterations() -> dict[Phase, int]:
+    return {"planning": 0, "execution": 0, "refinement": 0}
+
+
 class JobState(BaseModel):
     """Everything the coordinator needs between steps; persisted in research_jobs.state."""
 
@@ -115,7 +119,7 @@ class JobState(BaseModel):
     search_plan: SearchPlan | None = None
     iteration: int = 0
     phase: Phase = "planning"
-    phase_iterations: dict[Phase, int] = Field(default_factory=lambda: {"planning": 0, "execution": 0, "refinement": 0})
+    phase_iterations: dict[Phase, int] = Field(default_factory=_no_phase_iterations)
     pending_keywords: list[str] = Field(default_factory=list)
     pending_news_query: str | None = None
     answer: Answer | None = None

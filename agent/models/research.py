@@ -16,6 +16,10 @@ QuestionType = Literal["single_company", "multiple_companies", "comparison"]
 WEIGHTS = {"completeness": 0.35, "specificity": 0.30, "accuracy": 0.25, "clarity": 0.10}
 
 
+def _transcripts_only() -> list[DataSource]:
+    return ["earnings_transcripts"]
+
+
 class Usage(BaseModel):
     """Tokens one provider call used."""
 
@@ -33,7 +37,7 @@ class ResearchPlan(BaseModel):
     topic: str = ""
     question_type: QuestionType = "single_company"
     answer_mode: AnswerMode = AnswerMode.standard
-    data_sources: list[DataSource] = Field(default_factory=lambda: ["earnings_transcripts"])
+    data_sources: list[DataSource] = Field(default_factory=_transcripts_only)
     needs_latest_news: bool = False
     needs_10k: bool = False
     search_queries: list[str] = Field(default_factory=list)  # initial keyword phrases

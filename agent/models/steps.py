@@ -59,7 +59,7 @@ class JobStep(BaseModel, frozen=True):
     @classmethod
     def parse(cls, text: str) -> JobStep:
         if text in ("start", "done"):
-            return cls(stage=text)  # type: ignore[arg-type]
+            return cls(stage=text)
         iteration, stage = text.split(":", 1)
         return cls(iteration=int(iteration), stage=Stage(stage))
 

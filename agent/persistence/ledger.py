@@ -6,12 +6,14 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from agent.infra.errors import classify_error
+
 
 class CallRecord:
     def __init__(self):
@@ -29,7 +31,7 @@ def worker_identity() -> str:
 def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, Any], retries: int = 0) -> Iterator[CallRecord]:
     """Write one ledger row for the call, whether it succeeds or raises (the exception propagates)."""
     rec = CallRecord()
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     error_class = error = None
     try:

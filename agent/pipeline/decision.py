@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agent.pipeline.budget import out_of_time
-from agent.models.research import Evaluation
 from agent.models.job import JobState
+from agent.models.research import Evaluation
+from agent.pipeline.budget import out_of_time
 
 
 def merge_evaluations(parts: list[Evaluation]) -> Evaluation:

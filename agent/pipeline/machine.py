@@ -36,24 +36,38 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
 from agent.models.steps import (
-    ComposeCall, ComposeOutput, EvaluateCall, EvaluateOutput, ExtractCall, FailedOutput, JobStep, NewsCall, PlanCall,
-    PlanOutput, SearchCall, Stage, StepKey, StepOutput, TaskCall,
+    ComposeCall,
+    ComposeOutput,
+    EvaluateCall,
+    EvaluateOutput,
+    ExtractCall,
+    FailedOutput,
+    JobStep,
+    NewsCall,
+    PlanCall,
+    PlanOutput,
+    SearchCall,
+    Stage,
+    StepKey,
+    StepOutput,
+    TaskCall,
 )
-from agent.pipeline import router
+from agent.pipeline import router, tenk_stages
 from agent.pipeline.budget import limits_for, out_of_time
 from agent.pipeline.decision import decide, merge_evaluations
 from agent.pipeline.inputs import StepInput, StepOutcome
-from agent.pipeline.news_stage import NewsStage
+from agent.pipeline.news_stage import collect_news
 from agent.pipeline.result import build_result, rejected_result
 from agent.pipeline.scopes import evaluation_scopes
 from agent.pipeline.search_plan import plan_search, search_specs
-from agent.pipeline.tenk_stages import TenKStages
 from agent.settings import Settings
 
 
-class Step(TenKStages, NewsStage):
+class Step:
     """One coordinator step. Works on a copy of the state; `run()` returns it in the outcome."""
 
     def __init__(self, state: JobState, inp: StepInput, settings: Settings):
@@ -62,7 +76,7 @@ class Step(TenKStages, NewsStage):
         self.events: list[StepEvent] = []
 
     def emit(self, type: str, message: str = "", **data) -> None:
-        self.events.append(StepEvent(type=type, message=message, data=data))  # type: ignore[arg-type]
+        self.events.append(StepEvent(type=type, message=message, data=data))
 
     def _stage_time(self, stage: TimedStage) -> None:
         self.state.timing.add(stage, self.now)
@@ -85,8 +99,15 @@ class Step(TenKStages, NewsStage):
                             error=error, note=note)
 
     def run(self) -> StepOutcome:
-        stage = self.inp.done.stage
-        return getattr(self, f"after_{stage.value if isinstance(stage, Stage) else stage}")()
+        after: dict[object, Callable[[], StepOutcome]] = {
+            "start": self.after_start, Stage.plan: self.after_plan, Stage.search: self.after_search,
+            Stage.extract: self.after_extract, Stage.compose: self.after_compose, Stage.evaluate: self.after_evaluate,
+            Stage.tenk_plan: lambda: tenk_stages.after_tenk_plan(self),
+            Stage.tenk_retrieve: lambda: tenk_stages.after_tenk_retrieve(self),
+            Stage.tenk_answer: lambda: tenk_stages.after_tenk_answer(self),
+            Stage.tenk_evaluate: lambda: tenk_stages.after_tenk_evaluate(self),
+        }
+        return after[self.inp.done.stage]()
 
     # ----- the answer loop -----
     def after_start(self) -> StepOutcome:
@@ -137,8 +158,8 @@ class Step(TenKStages, NewsStage):
         if st.iteration > 1 and keywords:
             self.emit("iteration_followup", "Searching for: " + ", ".join(keywords), keywords=keywords,
                       news_query=news_query)
-        if self.tenk_pending():
-            return self.start_tenk()
+        if tenk_stages.tenk_pending(self):
+            return tenk_stages.start_tenk(self)
         return self._dispatch_search()
 
     def _dispatch_search(self) -> StepOutcome:
@@ -154,7 +175,7 @@ class Step(TenKStages, NewsStage):
 
     def after_search(self) -> StepOutcome:
         self._stage_time("retrieval")
-        self.collect_news()
+        collect_news(self)
         ev = self.inp.evidence
         added, total = ev.added(self.state.iteration), ev.total
         if self.state.iteration == 1:

@@ -6,20 +6,17 @@ from typing import TYPE_CHECKING
 from agent.models.steps import FailedOutput, NewsOutput, Stage
 
 if TYPE_CHECKING:
-    from agent.pipeline.machine import Step as _Base
-else:
-    _Base = object
+    from agent.pipeline.machine import Step
 
 
-class NewsStage(_Base):
-    def collect_news(self) -> None:
-        out = next(iter(self._read(Stage.news).values()), None)
-        if out is None:
-            return
-        if isinstance(out, FailedOutput):  # the task itself failed for good
-            out = NewsOutput(status="error", reason=out.error, query=self.state.pending_news_query, count=0)
-        assert isinstance(out, NewsOutput)
-        self.state.news_status = out.status if out.status == "ok" else f"{out.status}: {out.reason or ''}"
-        message = (f"Found {out.count} news articles" if out.status == "ok"
-                   else f"News search {out.status}: {out.reason or ''}")
-        self.emit("news_search", message, status=out.status, query=out.query, articles=out.count, reason=out.reason)
+def collect_news(step: Step) -> None:
+    out = next(iter(step._read(Stage.news).values()), None)
+    if out is None:
+        return
+    if isinstance(out, FailedOutput):  # the task itself failed for good
+        out = NewsOutput(status="error", reason=out.error, query=step.state.pending_news_query, count=0)
+    assert isinstance(out, NewsOutput)
+    step.state.news_status = out.status if out.status == "ok" else f"{out.status}: {out.reason or ''}"
+    message = (f"Found {out.count} news articles" if out.status == "ok"
+               else f"News search {out.status}: {out.reason or ''}")
+    step.emit("news_search", message, status=out.status, query=out.query, articles=out.count, reason=out.reason)

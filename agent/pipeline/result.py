@@ -8,14 +8,14 @@ from agent.pipeline.inputs import EvidenceSummary
 def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provider: str, status: str, now: float,
                  error: str | None = None, note: str | None = None) -> JobResult:
     answer = state.answer
-    timing: dict[str, float] = dict(state.timing.stages)
+    timing: dict[str, float] = {str(stage): seconds for stage, seconds in state.timing.stages.items()}
     if state.started_at:
         timing["total"] = round(now - state.started_at, 3)
     last = state.iterations[-1] if state.iterations else None
     return JobResult(
         job_id=job_id,
         question=state.request.question,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         answer=answer.text if answer else (note or error or ""),
         citations=answer.citations if answer else [],
         confidence=last.confidence if last else 0.0,

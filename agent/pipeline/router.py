@@ -1,8 +1,8 @@
 """Routing: the initial strategy, and the retry through a different strategy after a low-confidence answer."""
 from __future__ import annotations
 
-from agent.models.research import ResearchPlan
 from agent.models.job import JobState, RoutingDecision
+from agent.models.research import ResearchPlan
 
 STRATEGIES = ("transcripts_first", "10k_first", "hybrid", "broad_window", "transcripts_first_fallback")
 

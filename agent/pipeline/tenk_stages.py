@@ -7,102 +7,114 @@ from typing import TYPE_CHECKING
 
 from agent.models.job import TenKProgress
 from agent.models.steps import (
-    Assignment, Stage, TaskCall, TenKAnswerCall, TenKEvaluateCall, TenKEvaluateOutput, TenKPlanCall, TenKPlanOutput,
-    TenKRetrieveCall, TenKRetrieveOutput,
+    Assignment,
+    Stage,
+    TaskCall,
+    TenKAnswerCall,
+    TenKEvaluateCall,
+    TenKEvaluateOutput,
+    TenKPlanCall,
+    TenKPlanOutput,
+    TenKRetrieveCall,
+    TenKRetrieveOutput,
 )
 from agent.models.tenk import TenKPlan
 from agent.pipeline.budget import out_of_time
 from agent.pipeline.inputs import StepOutcome
 
 if TYPE_CHECKING:
-    from agent.pipeline.machine import Step as _Base
-else:
-    _Base = object
+    from agent.pipeline.machine import Step
 
 
-class TenKStages(_Base):
-    def tenk_pending(self) -> bool:
-        sp = self.state.search_plan
-        return sp is not None and bool(sp.tenk) and not self.state.tenk.done
+def tenk_pending(step: Step) -> bool:
+    sp = step.state.search_plan
+    return sp is not None and bool(sp.tenk) and not step.state.tenk.done
 
-    def _targets(self) -> list[tuple[str, int]]:
-        assert self.state.search_plan is not None
-        return [(tp.ticker, int(tp.periods[0].removeprefix("FY"))) for tp in self.state.search_plan.tenk if tp.periods]
 
-    def start_tenk(self) -> StepOutcome:
-        self.state.tenk = TenKProgress(round=1, open=[t for t, _ in self._targets()])
-        return self._tenk_plan_calls()
+def _targets(step: Step) -> list[tuple[str, int]]:
+    assert step.state.search_plan is not None
+    return [(tp.ticker, int(tp.periods[0].removeprefix("FY"))) for tp in step.state.search_plan.tenk if tp.periods]
 
-    def _tenk_plan_calls(self) -> StepOutcome:
-        tk = self.state.tenk
-        calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []))
-                                 for t, fy in self._targets() if t in tk.open]
-        return self._dispatch(Stage.tenk_plan, calls)
 
-    def after_tenk_plan(self) -> StepOutcome:
-        self._stage_time("tenk")
-        tk = self.state.tenk
-        plans: dict[str, TenKPlan] = {}
-        for key, out in self._read(Stage.tenk_plan, tk.round).items():
-            if isinstance(out, TenKPlanOutput):
-                plans[key.part] = out.plan
-            else:
-                self.emit("error", f"10-K planning failed: {getattr(out, 'error', None)}", step="tenk_plan",
-                          error_class=getattr(out, "error_class", None))
-        if not plans:
-            tk.done = True
-            return self._dispatch_search()
-        limit = self.settings.tenk_parallelism
-        assignments: list[list[Assignment]] = [[] for _ in range(limit)]
-        n = 0
-        for ticker, plan in plans.items():
-            for sq in plan.sub_questions:
-                signature = f"{sq.kind}|{'/'.join(sq.items)}|{sq.keywords}"
-                if signature in tk.retrieved.get(ticker, []):
-                    continue  # a replan repeats the sub-questions it keeps: their evidence is already in
-                tk.retrieved.setdefault(ticker, []).append(signature)
-                assignments[n % limit].append(Assignment(ticker=ticker, sub_question=sq.id))
-                n += 1
-        self.emit("tenk_search", f"10-K round {tk.round}: {n} sub-questions",
-                  phase="plan", round=tk.round,
-                  sub_questions={t: [f"[{q.kind}] Item {'/'.join(q.items)}: {q.text}" for q in p.sub_questions]
-                                 for t, p in plans.items()})
-        calls: list[TaskCall] = [TenKRetrieveCall(round=tk.round, slot=i, assignments=a)
-                                 for i, a in enumerate(assignments) if a]
-        if not calls:
-            return self.after_tenk_retrieve()
-        return self._dispatch(Stage.tenk_retrieve, calls)
+def start_tenk(step: Step) -> StepOutcome:
+    step.state.tenk = TenKProgress(round=1, open=[t for t, _ in _targets(step)])
+    return _tenk_plan_calls(step)
 
-    def after_tenk_retrieve(self) -> StepOutcome:
-        self._stage_time("tenk")
-        tk = self.state.tenk
-        added = sum(o.added for o in self._read(Stage.tenk_retrieve, tk.round).values()
-                    if isinstance(o, TenKRetrieveOutput))
-        self.emit("tenk_search", f"10-K round {tk.round}: {added} new passages and tables", phase="retrieval",
-                  round=tk.round, chunks_added=added)
-        calls: list[TaskCall] = [TenKAnswerCall(round=tk.round, ticker=t) for t in tk.open]
-        return self._dispatch(Stage.tenk_answer, calls)
 
-    def after_tenk_answer(self) -> StepOutcome:
-        self._stage_time("tenk")
-        tk = self.state.tenk
-        self._read(Stage.tenk_answer, tk.round)
-        calls: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open]
-        return self._dispatch(Stage.tenk_evaluate, calls)
+def _tenk_plan_calls(step: Step) -> StepOutcome:
+    tk = step.state.tenk
+    calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []))
+                             for t, fy in _targets(step) if t in tk.open]
+    return step._dispatch(Stage.tenk_plan, calls)
 
-    def after_tenk_evaluate(self) -> StepOutcome:
-        self._stage_time("tenk")
-        tk, s = self.state.tenk, self.settings
-        for key, out in self._read(Stage.tenk_evaluate, tk.round).items():
-            if isinstance(out, TenKEvaluateOutput):
-                tk.quality[key.part], tk.missing[key.part] = out.evaluation.quality, out.evaluation.missing_info
-        tk.open = [t for t in tk.open if tk.quality.get(t, 0) < s.tenk_quality_threshold]
-        replan = bool(tk.open) and tk.round < s.tenk_max_iterations and not out_of_time(self.state, self.now)
-        self.emit("tenk_search", f"10-K round {tk.round}: quality " + ", ".join(f"{t} {q:.0%}" for t, q in tk.quality.items()),
-                  phase="evaluation", round=tk.round, quality=tk.quality, missing_info=tk.missing, will_replan=replan)
-        self.state.trace(f"10-K round {tk.round}: quality {tk.quality}; {'replanning' if replan else 'done'}")
-        if replan:
-            tk.round += 1
-            return self._tenk_plan_calls()
+
+def after_tenk_plan(step: Step) -> StepOutcome:
+    step._stage_time("tenk")
+    tk = step.state.tenk
+    plans: dict[str, TenKPlan] = {}
+    for key, out in step._read(Stage.tenk_plan, tk.round).items():
+        if isinstance(out, TenKPlanOutput):
+            plans[key.part] = out.plan
+        else:
+            step.emit("error", f"10-K planning failed: {getattr(out, 'error', None)}", step="tenk_plan",
+                      error_class=getattr(out, "error_class", None))
+    if not plans:
         tk.done = True
-        return self._dispatch_search()
+        return step._dispatch_search()
+    limit = step.settings.tenk_parallelism
+    assignments: list[list[Assignment]] = [[] for _ in range(limit)]
+    n = 0
+    for ticker, plan in plans.items():
+        for sq in plan.sub_questions:
+            signature = f"{sq.kind}|{'/'.join(sq.items)}|{sq.keywords}"
+            if signature in tk.retrieved.get(ticker, []):
+                continue  # a replan repeats the sub-questions it keeps: their evidence is already in
+            tk.retrieved.setdefault(ticker, []).append(signature)
+            assignments[n % limit].append(Assignment(ticker=ticker, sub_question=sq.id))
+            n += 1
+    step.emit("tenk_search", f"10-K round {tk.round}: {n} sub-questions",
+              phase="plan", round=tk.round,
+              sub_questions={t: [f"[{q.kind}] Item {'/'.join(q.items)}: {q.text}" for q in p.sub_questions]
+                             for t, p in plans.items()})
+    calls: list[TaskCall] = [TenKRetrieveCall(round=tk.round, slot=i, assignments=a)
+                             for i, a in enumerate(assignments) if a]
+    if not calls:
+        return after_tenk_retrieve(step)
+    return step._dispatch(Stage.tenk_retrieve, calls)
+
+
+def after_tenk_retrieve(step: Step) -> StepOutcome:
+    step._stage_time("tenk")
+    tk = step.state.tenk
+    added = sum(o.added for o in step._read(Stage.tenk_retrieve, tk.round).values()
+                if isinstance(o, TenKRetrieveOutput))
+    step.emit("tenk_search", f"10-K round {tk.round}: {added} new passages and tables", phase="retrieval",
+              round=tk.round, chunks_added=added)
+    calls: list[TaskCall] = [TenKAnswerCall(round=tk.round, ticker=t) for t in tk.open]
+    return step._dispatch(Stage.tenk_answer, calls)
+
+
+def after_tenk_answer(step: Step) -> StepOutcome:
+    step._stage_time("tenk")
+    tk = step.state.tenk
+    step._read(Stage.tenk_answer, tk.round)
+    calls: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open]
+    return step._dispatch(Stage.tenk_evaluate, calls)
+
+
+def after_tenk_evaluate(step: Step) -> StepOutcome:
+    step._stage_time("tenk")
+    tk, s = step.state.tenk, step.settings
+    for key, out in step._read(Stage.tenk_evaluate, tk.round).items():
+        if isinstance(out, TenKEvaluateOutput):
+            tk.quality[key.part], tk.missing[key.part] = out.evaluation.quality, out.evaluation.missing_info
+    tk.open = [t for t in tk.open if tk.quality.get(t, 0) < s.tenk_quality_threshold]
+    replan = bool(tk.open) and tk.round < s.tenk_max_iterations and not out_of_time(step.state, step.now)
+    step.emit("tenk_search", f"10-K round {tk.round}: quality " + ", ".join(f"{t} {q:.0%}" for t, q in tk.quality.items()),
+              phase="evaluation", round=tk.round, quality=tk.quality, missing_info=tk.missing, will_replan=replan)
+    step.state.trace(f"10-K round {tk.round}: quality {tk.quality}; {'replanning' if replan else 'done'}")
+    if replan:
+        tk.round += 1
+        return _tenk_plan_calls(step)
+    tk.done = True
+    return step._dispatch_search()

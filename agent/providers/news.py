@@ -11,7 +11,8 @@ import logging
 import re
 import time
 import unicodedata
-from typing import Any, Literal, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import requests

@@ -24,7 +24,7 @@ import functools
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Any, Literal
 
 from psycopg import sql
 
@@ -56,8 +56,9 @@ def and_tsquery_text(text: str) -> str:
     return " & ".join(_words(text)) or "''"
 
 
-def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict]:
-    clauses, params = [], {}
+def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict[str, Any]]:
+    clauses: list[sql.Composable] = []
+    params: dict[str, Any] = {}
     if f.tickers:
         clauses.append(sql.SQL("ticker = ANY(%(tickers)s)"))
         params["tickers"] = [t.upper() for t in f.tickers]
@@ -100,7 +101,7 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     ctes = []
     if exact:
         ctes.append(sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where})").format(t=t, where=where))
-        source = sql.SQL("scope")
+        source: sql.Composable = sql.SQL("scope")
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
     else:
         source, order = t, sql.SQL("embedding <=> %(vec)s")

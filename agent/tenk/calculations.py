@@ -122,7 +122,7 @@ def compute(name: str, inputs: dict[str, float | None]) -> Calculation | None:
     required = [m for m in spec.inputs if m != "inventories@prior"]
     if any(inputs.get(m) is None for m in required):
         return None
-    v = inputs
+    v = {m: x for m, x in inputs.items() if x is not None}  # the required inputs, all present
     try:
         if name == "inventory_turnover":
             return inventory_turnover(v["cost_of_sales"], v.get("inventories@prior"), v["inventories"])

@@ -3,10 +3,9 @@ tables as evidence; TEXT -> hybrid search within the routed Items, reranked."""
 from __future__ import annotations
 
 from agent.models.corpus import SearchFilters, SearchHit
-from agent.models.research import Evidence
-from agent.models.research import Usage
-from agent.retrieval.hybrid import hybrid_search, or_tsquery_text
+from agent.models.research import Evidence, Usage
 from agent.models.tenk import SelectTablesRequest, SubQuestion, TableCandidate, TenKPlan
+from agent.retrieval.hybrid import hybrid_search, or_tsquery_text
 from agent.text import content_words, numbers, stem
 
 PREVIEW_ROWS = 8

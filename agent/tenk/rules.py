@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from agent.tenk.lexicon import METRICS, TOPICS, Metric, Need, Topic
 from agent.models.tenk import SubQuestion, TableCandidate, TenKPlan
+from agent.tenk.lexicon import METRICS, TOPICS, Metric, Need, Topic
 from agent.tenk.tables import label_level
 from agent.text import content_words, stem
 

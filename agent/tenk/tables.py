@@ -39,7 +39,9 @@ class Table:
     def value_in(self, row: list[str], year: int) -> tuple[Column, float] | None:
         for col, cell in self.amounts(row):
             if col.year == year:
-                return col, parse_amount(cell)
+                value = parse_amount(cell)
+                assert value is not None  # amounts() keeps only cells that parse
+                return col, value
         return None
 
 

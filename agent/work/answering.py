@@ -28,7 +28,8 @@ def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence
     """Context compression: keep the best evidence that fits the mode's token budget and
     fold the rest into a short working-memory summary."""
     budget_chars = max_tokens * 4
-    kept, used = [], 0
+    kept: list[Evidence] = []
+    used = 0
     for ev in sorted(evidence, key=lambda e: -e.score):
         if used + len(ev.text) > budget_chars and kept:
             continue
@@ -44,6 +45,7 @@ def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence
 
 def run_extract(llm: LLMProvider, state: JobState, scope: str, evidence: list[Evidence], markers: dict[str, str],
                 budget_note: str) -> tuple[ScopeFindings, Usage]:
+    assert state.plan is not None and state.limits is not None
     per_scope = {"direct": 3, "standard": 4, "detailed": 5, "deep_search": 6}[state.plan.answer_mode.value]
     in_scope, _ = fit_budget(group_by_scope(evidence).get(scope, []), state.limits.max_tokens)
     return llm.extract(ExtractRequest(question=state.request.question, reasoning=state.plan.reasoning, scope=scope,
@@ -52,6 +54,7 @@ def run_extract(llm: LLMProvider, state: JobState, scope: str, evidence: list[Ev
 
 def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings], evidence: list[Evidence],
                 markers: dict[str, str], budget_note: str) -> tuple[Answer, Usage]:
+    assert state.plan is not None and state.limits is not None
     cited_keys = {f.citation_key for s in findings for f in s.findings}
     cited = [ev for ev in evidence if ev.citation_key in cited_keys]
     answer, usage = llm.compose(ComposeRequest(

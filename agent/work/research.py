@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from agent.context import Context
 from agent.models.steps import (
-    ComposeCall, ComposeOutput, EvaluateCall, EvaluateOutput, ExtractCall, ExtractOutput, NewsCall, NewsOutput, PlanCall,
-    PlanOutput, SearchCall, Stage, StepOutputs,
+    ComposeCall,
+    ComposeOutput,
+    EvaluateCall,
+    EvaluateOutput,
+    ExtractCall,
+    ExtractOutput,
+    NewsCall,
+    NewsOutput,
+    PlanCall,
+    PlanOutput,
+    SearchCall,
+    Stage,
+    StepOutputs,
 )
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call

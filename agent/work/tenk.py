@@ -4,8 +4,17 @@ from __future__ import annotations
 from agent.context import Context
 from agent.models.research import Evidence
 from agent.models.steps import (
-    Stage, StepKey, StepOutputs, TenKAnswerCall, TenKAnswerOutput, TenKEvaluateCall, TenKEvaluateOutput, TenKPlanCall,
-    TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput,
+    Stage,
+    StepKey,
+    StepOutputs,
+    TenKAnswerCall,
+    TenKAnswerOutput,
+    TenKEvaluateCall,
+    TenKEvaluateOutput,
+    TenKPlanCall,
+    TenKPlanOutput,
+    TenKRetrieveCall,
+    TenKRetrieveOutput,
 )
 from agent.models.tenk import TenKAnswerRequest, TenKEvaluateRequest, TenKPlan, TenKPlanRequest
 from agent.persistence import jobstore

@@ -49,6 +49,14 @@ def workers(ctx):
 
 
 @pytest.fixture
+def workers_with(workers):
+    """Start the workers with environment overrides (`workers_with(FINAGENT_X="1")`); the finalizer stops
+    them when the test ends, pass or fail, so the next test never inherits its overrides."""
+    yield workers.ensure
+    workers.stop()
+
+
+@pytest.fixture
 def worker(workers):
     """A real Celery worker process (threads pool) consuming every queue, extractive provider."""
     return workers.ensure()

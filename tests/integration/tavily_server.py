@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 
 class TavilyStandIn:
@@ -21,7 +21,7 @@ def tavily_server(status: int, reply: dict) -> Iterator[TavilyStandIn]:
     stand_in = TavilyStandIn(status, reply)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
             with stand_in.lock:
                 stand_in.requests.append(request)

@@ -17,10 +17,10 @@ def _eval(score: int, keywords: list[str] | None = None, sufficient: bool = Fals
             "is_sufficient": sufficient, "followup_keywords": keywords or []}
 
 
-def test_max_duration_ends_cleanly_with_best_answer(ctx, sample_corpus, workers, script_path):
+def test_max_duration_ends_cleanly_with_best_answer(ctx, sample_corpus, workers_with, script_path):
     script_path.write_text(json.dumps({"evaluate": {"1": _eval(50, ["services revenue growth drivers"]),
                                                     "2": _eval(50, ["iphone demand"]), "3": _eval(50, ["margins"])}}))
-    workers.ensure(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="1.0",
+    workers_with(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="1.0",
                    FINAGENT_TOP_K_PER_QUARTER="3")
     job, events = run_job(ctx, question="How did AAPL's services revenue change over the last 3 quarters?",
                           mode="detailed", max_duration_seconds=5)
@@ -30,7 +30,6 @@ def test_max_duration_ends_cleanly_with_best_answer(ctx, sample_corpus, workers,
     assert result.answer and result.citations  # the best answer so far, cited
     assert result.iterations <= 2
     assert events[-1].data["status"] == "completed"
-    workers.stop()
 
 
 def test_min_confidence_gates_sufficiency(ctx, sample_corpus, scripted_worker, script_path):

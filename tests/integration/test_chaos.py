@@ -9,24 +9,25 @@ import time
 
 import pytest
 
-from agent.persistence import jobstore
 from agent.infra.events import published_marker, replay, stream_key
 from agent.models.job import JobRequest
+from agent.persistence import jobstore
 from ops.ask import follow_job
 
 pytestmark = pytest.mark.integration
 
 
-def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, workers, script_path):
+def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, workers, workers_with, script_path):
     script_path.write_text(json.dumps({}))
     env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="2.0",
                FINAGENT_BROKER_VISIBILITY_TIMEOUT_S="5")
-    procs = workers.ensure(**env)
+    procs = workers_with(**env)
     procs = list(procs)
     from agent.submission import create
     from tasks.dispatch import CeleryDispatcher
 
-    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?", max_iterations=1))
+    request = JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?", max_iterations=1)
+    job_id, _ = create(ctx, CeleryDispatcher(), request)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until the extract fan-out is in flight
         job = jobstore.load_job(ctx.pool, job_id)
@@ -39,7 +40,7 @@ def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, wo
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     workers.procs = []
-    workers.ensure(**env, FINAGENT_RESTARTED="1")  # a fresh set of workers
+    workers_with(**env, FINAGENT_RESTARTED="1")  # a fresh set of workers
     # the beat task re-sends the in-flight calls of a job that stopped moving (every 60 s in production)
     from tasks.coordinator import resume_stalled
 
@@ -56,7 +57,6 @@ def test_worker_killed_mid_job_resumes_without_duplicates(ctx, sample_corpus, wo
         rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
     assert rows and all(r["n"] == 1 for r in rows)
     assert {r["step_key"] for r in rows} >= {"0:plan", "1:compose", "1:extract:AAPL:2024_q2"}
-    workers.stop()
 
 
 def test_final_events_lost_in_a_crash_are_published_by_resume_stalled(ctx, sample_corpus, workers):

@@ -13,7 +13,7 @@ import pytest
 from agent.models.corpus import Period, SearchFilters
 from agent.retrieval.availability import invalidate
 from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, or_tsquery_text
-from agent.retrieval.service import SearchRequest, search
+from agent.search_service import SearchRequest, search
 from ops.ingest_runner import ingest
 
 pytestmark = pytest.mark.integration

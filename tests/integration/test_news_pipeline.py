@@ -33,9 +33,9 @@ def test_news_without_key_is_reported_unavailable(ctx, sample_corpus, worker):
     assert job.result.sources["news"] == 0 and not any(c.source_type == "news" for c in job.result.citations)
 
 
-def test_news_with_key_cites_articles_and_cannot_change_routing(ctx, sample_corpus, workers, fake_tavily):
+def test_news_with_key_cites_articles_and_cannot_change_routing(ctx, sample_corpus, workers_with, fake_tavily):
     url, calls = fake_tavily
-    workers.ensure(FINAGENT_TAVILY_API_KEY="tvly-test", FINAGENT_TAVILY_BASE_URL=url)
+    workers_with(FINAGENT_TAVILY_API_KEY="tvly-test", FINAGENT_TAVILY_BASE_URL=url)
     job, events = run_job(ctx, question="What is the latest news on NVDA and what was its revenue last quarter?")
     news = [e for e in events if e.type == "news_search"]
     assert calls and news[0].data["status"] == "ok" and news[0].data["articles"] == 1
@@ -44,4 +44,3 @@ def test_news_with_key_cites_articles_and_cannot_change_routing(ctx, sample_corp
     assert news_citations and news_citations[0].marker == "[N1]" and news_citations[0].url == "https://news.example.test/nvda-beat"
     assert job.state.plan.data_sources == ["earnings_transcripts", "news"]  # the article text changed nothing in the plan
     assert job.state.search_plan.tenk == []
-    workers.stop()

@@ -74,9 +74,9 @@ def test_unknown_ticker_is_a_clear_rejection(ctx, sample_corpus, worker):
 
 
 def test_idempotency_key_returns_same_job(ctx, sample_corpus, worker):
+    from agent.models.job import JobRequest
     from agent.submission import create
     from tasks.dispatch import CeleryDispatcher
-    from agent.models.job import JobRequest
 
     req = JobRequest(question="What was AAPL's revenue last quarter?", idempotency_key="same-key-1")
     first, created = create(ctx, CeleryDispatcher(), req)
@@ -93,14 +93,13 @@ def test_extractive_lookup_answer_is_correct_and_cited(ctx, sample_corpus, worke
     assert any("35.1 billion" in c.text for c in result.citations)
 
 
-def test_fanout_tasks_run_in_parallel(ctx, sample_corpus, workers, script_path):
+def test_fanout_tasks_run_in_parallel(ctx, sample_corpus, workers_with, script_path):
     """With a 0.5 s injected LLM latency, the per-quarter extract calls of a 3-quarter question overlap in time."""
     script_path.write_text("{}")
-    workers.ensure(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="0.5")
+    workers_with(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="0.5")
     job, _ = run_job(ctx, question="How did AAPL's services revenue change over the last 3 quarters?", max_iterations=1)
     calls = [c for c in load_ledger(ctx.pool, job.id) if c["tool"] == "llm.extract"]
     assert len(calls) == 3
     spans = sorted((c["started_at"].timestamp(), c["started_at"].timestamp() + c["duration_ms"] / 1000) for c in calls)
     assert spans[-1][0] < spans[0][1], f"extract calls did not overlap: {spans}"
     assert len({c["worker"] for c in calls}) == 3  # on three different worker threads
-    workers.stop()

@@ -2,7 +2,7 @@
 workers, answering each fan-out call with a typed output, and the database, keeping evidence counts."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from agent.models.corpus import Period
 from agent.models.job import JobRequest, JobState

@@ -5,7 +5,6 @@ import threading
 
 import fakeredis
 import pytest
-
 from pydantic import ValidationError
 
 from agent.infra.events import Event, channel, follow, publish, publish_once, replay

@@ -5,9 +5,26 @@ import pytest
 
 from agent.models.research import ScopeFindings
 from agent.models.steps import (
-    ComposeCall, ComposeOutput, EvaluateCall, EvaluateOutput, ExtractCall, ExtractOutput, FailedOutput, NewsCall,
-    NewsOutput, PlanCall, PlanOutput, SearchCall, TenKAnswerCall, TenKAnswerOutput, TenKEvaluateCall,
-    TenKEvaluateOutput, TenKPlanCall, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput,
+    ComposeCall,
+    ComposeOutput,
+    EvaluateCall,
+    EvaluateOutput,
+    ExtractCall,
+    ExtractOutput,
+    FailedOutput,
+    NewsCall,
+    NewsOutput,
+    PlanCall,
+    PlanOutput,
+    SearchCall,
+    TenKAnswerCall,
+    TenKAnswerOutput,
+    TenKEvaluateCall,
+    TenKEvaluateOutput,
+    TenKPlanCall,
+    TenKPlanOutput,
+    TenKRetrieveCall,
+    TenKRetrieveOutput,
 )
 from agent.models.tenk import SubQuestion, TenKEvaluation, TenKPlan
 from tests.unit.machine_driver import USAGE, Job, answer, evaluation, event_types, plan

@@ -15,12 +15,20 @@ import pytest
 import requests
 from requests.adapters import BaseAdapter
 
-from agent.work.answering import assign_markers
 from agent.infra.breaker import CircuitBreaker
 from agent.infra.errors import classify_error
-from agent.providers.news import (UNAVAILABLE_REASON, NewsProvider, NewsSearchError, TavilyNews, UnavailableNews,
-                                  clean_text, format_news_context, make_news)
+from agent.providers.news import (
+    UNAVAILABLE_REASON,
+    NewsProvider,
+    NewsSearchError,
+    TavilyNews,
+    UnavailableNews,
+    clean_text,
+    format_news_context,
+    make_news,
+)
 from agent.settings import Settings
+from agent.work.answering import assign_markers
 
 URL = "https://api.tavily.com/search"
 KEY = "tvly-test-0123456789"

@@ -15,8 +15,8 @@ import pytest
 import respx
 from respx.mocks import Mocker
 
-from agent.models.corpus import Company
 from agent.infra.errors import classify_error
+from agent.models.corpus import Company
 from agent.models.research import Answer, Evidence, Finding, ResearchPlan, ScopeFindings
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.factory import make_llm

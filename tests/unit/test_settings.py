@@ -5,8 +5,9 @@ import json
 import os
 
 import pytest
+from pydantic import ValidationError
 
-from agent.settings import AnswerMode, PhaseLimits, Settings
+from agent.settings import DEFAULT_MODES, AnswerMode, PhaseLimits, Settings
 
 
 @pytest.fixture
@@ -24,6 +25,7 @@ def test_env_prefix_is_read(clean_env, tmp_path):
     clean_env.setenv("FINAGENT_EMBEDDING_PROVIDER", "hash")
     clean_env.setenv("FINAGENT_DATA_DIR", str(tmp_path / "d"))
     clean_env.setenv("FINAGENT_SEMANTIC_WEIGHT", "0.6")
+    clean_env.setenv("FINAGENT_KEYWORD_WEIGHT", "0.4")  # the two weights must sum to 1
     clean_env.setenv("TOP_K_PER_QUARTER", "99")  # no prefix: ignored
     s = Settings()
     assert s.top_k_per_quarter == 7
@@ -75,8 +77,6 @@ def test_replacing_a_mode_does_not_leak_into_other_instances(clean_env):
 
 
 def test_mutating_a_mode_does_not_leak_into_other_instances(clean_env):
-    from agent.settings import DEFAULT_MODES
-
     saved = DEFAULT_MODES[AnswerMode.direct].max_iterations
     try:
         Settings().mode("direct").max_iterations = 99
@@ -133,3 +133,115 @@ def test_effective_max_iterations():
     assert PhaseLimits().effective_max_iterations() == 9  # 1+5+2 = 8, +10% (at least 1)
     assert PhaseLimits().effective_max_iterations(4) == 4  # explicit wins
     assert PhaseLimits(planning=2, execution=15, refinement=3).effective_max_iterations() == 22  # 20 + 2
+
+
+# ---------- validation: invalid configuration fails at load time, naming the setting and its env var ----------
+
+def load(**overrides) -> Settings:
+    return Settings(_env_file=None, **overrides)
+
+
+def modes_with(mode: str, **fields) -> dict:
+    table = {m.value: c.model_dump() for m, c in DEFAULT_MODES.items()}
+    table[mode].update(fields)
+    return table
+
+
+def invalid(**overrides) -> str:
+    with pytest.raises(ValidationError) as info:
+        load(**overrides)
+    return str(info.value)
+
+
+def test_valid_defaults_load(clean_env):
+    s = load()
+    assert s.semantic_weight + s.keyword_weight == pytest.approx(1)
+    assert 0 <= s.chunk_overlap < s.chunk_size
+    assert list(s.modes) == list(AnswerMode)
+    assert load(semantic_weight=1, keyword_weight=0, chunk_overlap=0).chunk_overlap == 0  # boundaries are valid
+    assert load(semantic_weight=0.1, keyword_weight=0.9 + 5e-7).keyword_weight == pytest.approx(0.9)  # within 1e-6
+    assert load(modes=modes_with("standard", max_iterations=2, max_tokens=2000, confidence_threshold=0.7)).mode("standard").max_iterations == 2
+
+
+@pytest.mark.parametrize("semantic, keyword", [(0.6, 0.3), (0.7, 0.4), (0.5, 0.5 + 1e-5), (0, 0)])
+def test_weights_must_sum_to_one(clean_env, semantic, keyword):
+    text = invalid(semantic_weight=semantic, keyword_weight=keyword)
+    assert "must sum to 1" in text
+    assert "FINAGENT_SEMANTIC_WEIGHT" in text and "FINAGENT_KEYWORD_WEIGHT" in text
+
+
+@pytest.mark.parametrize("semantic, keyword, bad", [(1.2, -0.2, "semantic_weight"), (-0.1, 1.1, "keyword_weight")])
+def test_weights_must_lie_in_zero_one(clean_env, semantic, keyword, bad):
+    text = invalid(semantic_weight=semantic, keyword_weight=keyword)
+    assert bad in text and f"FINAGENT_{bad.upper()}" in text
+
+
+def test_weight_error_from_the_environment(clean_env):
+    clean_env.setenv("FINAGENT_SEMANTIC_WEIGHT", "0.6")
+    with pytest.raises(ValidationError, match="FINAGENT_SEMANTIC_WEIGHT"):
+        Settings()
+
+
+@pytest.mark.parametrize("size, overlap", [(1000, 1000), (500, 800)])
+def test_chunk_overlap_must_be_below_chunk_size(clean_env, size, overlap):
+    text = invalid(chunk_size=size, chunk_overlap=overlap)
+    assert "chunk_overlap" in text and "FINAGENT_CHUNK_OVERLAP" in text and "FINAGENT_CHUNK_SIZE" in text
+
+
+@pytest.mark.parametrize("overrides, bad", [({"chunk_size": 0, "chunk_overlap": 0}, "chunk_size"),
+                                            ({"chunk_size": -5, "chunk_overlap": 0}, "chunk_size"),
+                                            ({"chunk_overlap": -1}, "chunk_overlap")])
+def test_chunk_sizes_must_be_positive(clean_env, overrides, bad):
+    text = invalid(**overrides)
+    assert bad in text and f"FINAGENT_{bad.upper()}" in text
+
+
+def test_every_answer_mode_must_be_present(clean_env):
+    table = modes_with("direct")
+    del table["deep_search"]
+    text = invalid(modes=table)
+    assert "modes" in text and "FINAGENT_MODES" in text and "missing: deep_search" in text
+
+
+@pytest.mark.parametrize("field, value", [("max_iterations", 0), ("max_tokens", 0), ("confidence_threshold", 0),
+                                          ("confidence_threshold", -0.5), ("confidence_threshold", 1.01)])
+def test_mode_config_bounds(clean_env, field, value):
+    text = invalid(modes=modes_with("direct", **{field: value}))
+    assert f"modes.direct.{field}" in text and f"FINAGENT_MODES__DIRECT__{field.upper()}" in text
+
+
+def test_confidence_threshold_of_one_is_valid(clean_env):
+    assert load(modes=modes_with("deep_search", confidence_threshold=1.0)).mode("deep_search").confidence_threshold == 1.0
+
+
+@pytest.mark.parametrize("mode, field, value, breaks", [
+    ("standard", "max_iterations", 1, "standard"),  # below direct's 2
+    ("detailed", "max_tokens", 5000, "detailed"),  # below standard's 6000
+    ("deep_search", "confidence_threshold", 0.85, "deep_search"),  # below detailed's 0.90
+    ("direct", "max_tokens", 7000, "standard"),  # raising an earlier mode breaks the order at the next one
+])
+def test_modes_must_not_decrease(clean_env, mode, field, value, breaks):
+    text = invalid(modes=modes_with(mode, **{field: value}))
+    assert f"must not decrease {field}" in text and f"mode {breaks} breaks the order" in text
+    assert f"modes.{breaks}.{field}" in text and f"FINAGENT_MODES__{breaks.upper()}__{field.upper()}" in text
+
+
+@pytest.mark.parametrize("phase", ["planning", "execution", "refinement"])
+def test_phase_limits_must_be_at_least_one(clean_env, phase):
+    text = invalid(phases={phase: 0})
+    assert f"phases.{phase}" in text and f"FINAGENT_PHASES__{phase.upper()}" in text
+    with pytest.raises(ValidationError):
+        PhaseLimits(**{phase: 0})
+
+
+def test_phase_limit_error_from_the_environment(clean_env):
+    clean_env.setenv("FINAGENT_PHASES__REFINEMENT", "0")
+    with pytest.raises(ValidationError, match="FINAGENT_PHASES__REFINEMENT"):
+        Settings()
+
+
+def test_validation_errors_do_not_echo_secrets(clean_env):
+    with pytest.raises(ValidationError) as info:
+        load(semantic_weight=0.5, tavily_api_key="tvly-very-secret", redis_url="redis://:redis-pass@cache/0")
+    for text in (str(info.value), json.dumps(info.value.errors(), default=str)):
+        assert "tvly-very-secret" not in text and "redis-pass" not in text

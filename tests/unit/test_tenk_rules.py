@@ -5,15 +5,20 @@ from __future__ import annotations
 import pytest
 
 from agent.ingest.tenk_common import to_markdown
+from agent.models.corpus import SearchHit
 from agent.models.research import Evidence
+from agent.models.tenk import (
+    SelectTablesRequest,
+    SubQuestion,
+    TableCandidate,
+    TenKAnswerRequest,
+    TenKEvaluateRequest,
+    TenKPlanRequest,
+)
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.tenk.calculations import calc_names, compute, parse_amount
-from agent.models.tenk import (
-    SelectTablesRequest, SubQuestion, TableCandidate, TenKAnswerRequest, TenKEvaluateRequest, TenKPlanRequest,
-)
 from agent.tenk.retrieval import preview, rerank
 from agent.tenk.tables import parse_table
-from agent.models.corpus import SearchHit
 
 LLM = ExtractiveProvider()
 TURNOVER_Q = "What is Amazon's inventory turnover?"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 
-from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings
+from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
-from agent.models.research import Usage
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.lexicon import (
     FINANCE_TERMS,

@@ -11,16 +11,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agent.models.research import Answer, Evidence
-from agent.models.research import Usage
-from agent.tenk import rules
-from agent.tenk.lexicon import METRICS, Metric
-from agent.tenk.calculations import CALCULATIONS, Calculation, calc_names, compute
+from agent.models.research import Answer, Evidence, Usage
 from agent.models.tenk import (
-    SelectTablesRequest, SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlan, TenKPlanRequest,
+    SelectTablesRequest,
+    SubQuestion,
+    TenKAnswerRequest,
+    TenKEvaluateRequest,
+    TenKEvaluation,
+    TenKPlan,
+    TenKPlanRequest,
 )
+from agent.tenk import rules
+from agent.tenk.calculations import CALCULATIONS, Calculation, calc_names, compute
+from agent.tenk.lexicon import METRICS, Metric
 from agent.tenk.tables import (
-    RowMatch, Table, display_label, fiscal_column, find_rows, label_level, parse_table, section_rows,
+    RowMatch,
+    Table,
+    display_label,
+    find_rows,
+    fiscal_column,
+    label_level,
+    parse_table,
+    section_rows,
 )
 from agent.text import content_words, numbers, sentences, stem
 
@@ -136,9 +148,13 @@ def _rows_by_words(sq: SubQuestion, tables: list[Table]) -> list[RowMatch]:
 
 
 def _breakdown_part(sq: SubQuestion, m: Metric, tables: list[Table], fy: int) -> Part:
-    for t in (t for t in tables if m.breakdown.search(t.caption)):
+    breakdown = m.breakdown
+    assert breakdown is not None  # _table_part sends only breakdown metrics here
+    for t in (t for t in tables if breakdown.search(t.caption)):
         col = fiscal_column(t, fy)
-        rows = _breakdown_rows(t, col.index) if col else []
+        if col is None:
+            continue
+        rows = _breakdown_rows(t, col.index)
         if rows:
             shown = "; ".join(f"{label} {value}" for label, value in rows)
             return Part(sq.id, f"{m.label[0].upper()}{m.label[1:]}, {col.label}: {shown}", True, [t.key],

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from agent.settings import Settings
+
+if TYPE_CHECKING:
+    from agent.providers.llm.base import LLMProvider
 
 ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
 
@@ -59,7 +63,7 @@ def make_llm(settings: Settings, redis=None):
         from agent.infra.breaker import CircuitBreaker
         from agent.providers.llm.openai_provider import OpenAIProvider
 
-        provider = OpenAIProvider(settings, use_json_schema=settings.llm_json_schema)
+        provider: LLMProvider = OpenAIProvider(settings, use_json_schema=settings.llm_json_schema)
         if redis is not None:
             provider = GuardedProvider(provider, CircuitBreaker(redis, llm_breaker_name(settings),
                                                                 threshold=settings.circuit_breaker_threshold,

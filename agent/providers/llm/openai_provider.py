@@ -13,15 +13,20 @@ from urllib.parse import urlparse
 
 from openai import OpenAI
 
-from agent.models.research import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings
+from agent.models.research import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings, Usage
+from agent.models.tenk import (
+    SelectTablesRequest,
+    SubQuestion,
+    TenKAnswerRequest,
+    TenKEvaluateRequest,
+    TenKEvaluation,
+    TenKPlan,
+    TenKPlanRequest,
+)
 from agent.providers.llm import prompts
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
-from agent.models.research import Usage
-from agent.providers.llm.structured import StructuredOutputError, add_usage, complete_json, reply_text
+from agent.providers.llm.structured import StructuredOutputError, T, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
-from agent.models.tenk import (
-    SelectTablesRequest, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlan, TenKPlanRequest,
-)
 
 _QUESTION_WORDS = re.compile(r"^(what|how|did|does|do|is|are|was|were|why|when|which|who|can|could)\b\s*", re.I)
 
@@ -50,7 +55,7 @@ class OpenAIProvider:
             max_retries=settings.max_tool_retries,
         )
 
-    def _json(self, role: str, model: str, messages, schema):
+    def _json(self, role: str, model: str, messages: prompts.Messages, schema: type[T]) -> tuple[T, Usage]:
         return complete_json(self.client, role=role, model=model, messages=messages, schema=schema,
                              use_json_schema=self.use_json_schema)
 
@@ -113,7 +118,8 @@ class OpenAIProvider:
     # ---------- stage 2.6: the SEC 10-K agent ----------
     def plan_10k(self, req: TenKPlanRequest) -> tuple[TenKPlan, Usage]:
         out, usage = self._json("plan_10k", self.models.planner, prompts.tenk_plan_messages(req), prompts.TenKPlanOutput)
-        sub_questions, seen = [], set()
+        sub_questions: list[SubQuestion] = []
+        seen: set[int] = set()
         for sq in out.sub_questions:
             sq_id = sq.id if sq.id not in seen and sq.id > 0 else max(seen, default=0) + 1
             seen.add(sq_id)

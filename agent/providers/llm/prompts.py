@@ -9,19 +9,29 @@ import json
 import re
 from typing import Literal
 
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, Field
 
 from agent.models.research import DataSource, EvaluationScores, Evidence, Finding, QuestionType
+from agent.models.tenk import (
+    SelectTablesRequest,
+    SubQuestion,
+    TenKAnswerRequest,
+    TenKEvaluateRequest,
+    TenKEvaluation,
+    TenKPlanRequest,
+)
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import schema_text
-from agent.models.tenk import (
-    SelectTablesRequest, SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKEvaluation, TenKPlanRequest,
-)
 
-Messages = list[dict[str, str]]
+Messages = list[ChatCompletionMessageParam]
 
 
 # ---------- what the model is asked to return ----------
+def _transcripts_only() -> list[DataSource]:
+    return ["earnings_transcripts"]
+
+
 class PlanOutput(BaseModel):
     reasoning: str = Field(description="2-3 sentence research approach")
     tickers: list[str] = Field(default_factory=list, description="tickers from the provided company list only")
@@ -30,7 +40,7 @@ class PlanOutput(BaseModel):
     topic: str = ""
     question_type: QuestionType = "single_company"
     answer_mode: Literal["direct", "standard", "detailed"] = "standard"
-    data_sources: list[DataSource] = Field(default_factory=lambda: ["earnings_transcripts"])
+    data_sources: list[DataSource] = Field(default_factory=_transcripts_only)
     needs_latest_news: bool = False
     needs_10k: bool = False
     search_queries: list[str] = Field(default_factory=list, description="2-4 declarative keyword phrases")

@@ -12,8 +12,7 @@ import builtins
 import json
 from pathlib import Path
 
-from agent.models.research import Evaluation, ResearchPlan
-from agent.models.research import Usage
+from agent.models.research import Evaluation, ResearchPlan, Usage
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.settings import Settings
 
@@ -30,7 +29,7 @@ class ScriptedProvider(ExtractiveProvider):
         return json.loads(self.path.read_text()) if self.path.exists() else {}
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ScriptedProvider":
+    def from_settings(cls, settings: Settings) -> ScriptedProvider:
         if not settings.llm_script_path:
             raise ValueError("FINAGENT_LLM_SCRIPT_PATH must point to a script file for the scripted provider")
         return cls(Path(settings.llm_script_path))

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any, TypeVar
 
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from agent.models.research import Usage
@@ -66,13 +67,13 @@ def repair_message(error: str) -> str:
             f"{error}. Reply again with only the corrected JSON object, no prose and no code fences.")
 
 
-def complete_json(client: Any, *, role: str, model: str, messages: list[dict[str, str]], schema: type[T],
+def complete_json(client: Any, *, role: str, model: str, messages: list[ChatCompletionMessageParam], schema: type[T],
                   use_json_schema: bool = False, **create_kwargs: Any) -> tuple[T, Usage]:
     """One chat completion parsed into `schema`; one repair retry on invalid JSON; usage summed over both."""
     usage = Usage()
     fmt = response_format(schema, use_json_schema)
 
-    def attempt(convo: list[dict[str, str]]) -> tuple[T | None, str, str]:
+    def attempt(convo: list[ChatCompletionMessageParam]) -> tuple[T | None, str, str]:
         resp = client.chat.completions.create(model=model, messages=convo, response_format=fmt, **create_kwargs)
         add_usage(usage, resp)
         text = reply_text(resp)
@@ -84,7 +85,9 @@ def complete_json(client: Any, *, role: str, model: str, messages: list[dict[str
     result, text, error = attempt(messages)
     if result is not None:
         return result, usage
-    repair = [*messages, {"role": "assistant", "content": text or "(empty reply)"}, {"role": "user", "content": repair_message(error)}]
+    repair: list[ChatCompletionMessageParam] = [
+        *messages, {"role": "assistant", "content": text or "(empty reply)"}, {"role": "user", "content": repair_message(error)},
+    ]
     result, _, error = attempt(repair)
     if result is None:
         raise StructuredOutputError(role, error)
