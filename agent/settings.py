@@ -40,7 +40,7 @@ class ModeConfig(BaseModel):
     confidence_threshold: float = Field(gt=0, le=1)
 
 
-# The table from seed 000/001; deep_search is configured but never chosen by the planner.
+# The answer-mode table; deep_search is configured but never chosen by the planner.
 DEFAULT_MODES: dict[AnswerMode, ModeConfig] = {
     AnswerMode.direct: ModeConfig(max_iterations=2, max_tokens=2000, confidence_threshold=0.70),
     AnswerMode.standard: ModeConfig(max_iterations=3, max_tokens=6000, confidence_threshold=0.80),
@@ -56,7 +56,7 @@ class LLMRoles(BaseModel):
 
 
 class PhaseLimits(BaseModel):
-    """Seed 002: per-phase iteration limits."""
+    """Per-phase iteration limits."""
 
     planning: int = Field(2, ge=1)  # the plan, plus a re-plan by the router
     execution: int = Field(3, ge=1)  # the first search-and-answer round, plus router retries

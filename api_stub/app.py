@@ -84,7 +84,7 @@ def get_job(job_id: str) -> JobView:
 
 @app.post("/jobs/{job_id}/feedback", status_code=202, response_model=Submitted)
 def rerun_with_feedback(job_id: str, body: Feedback) -> Submitted:
-    """Seed 003: re-run a finished job with feedback; creates a new job linked to this one."""
+    """Re-run a finished job with feedback; creates a new job linked to this one."""
     _load(job_id)
     try:
         new_id, created = submission.rerun_with_feedback(_ctx(), _dispatcher(), job_id, body.feedback)

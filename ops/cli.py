@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.settings import get_settings
+from workers.topology import Queue
 
 if TYPE_CHECKING:
     from agent.ingest.documents import Kind
@@ -365,13 +366,18 @@ def flower(port: int = 5555):
 
 
 @app.command()
-def worker(queues: str = typer.Option("coordinator,search,llm,batch", "-Q"), concurrency: int = typer.Option(8, "-c")):
-    """Run one Celery worker in the foreground (threads pool)."""
+def worker(queues: str = typer.Option(",".join(q.value for q in Queue), "-Q", help="comma-separated queues"),
+           concurrency: int = typer.Option(8, "-c")):
+    """Run one Celery worker in the foreground (threads pool) on the given queues (workers/topology.py)."""
     import os
     import sys
 
     from ops.runtime import bootstrap
 
+    unknown = sorted(set(queues.split(",")) - {q.value for q in Queue})
+    if unknown:
+        err.print(f"[red]unknown queue {', '.join(unknown)}; the queues are {', '.join(q.value for q in Queue)}[/red]")
+        raise typer.Exit(code=2)
     bootstrap()
     os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
                               "-P", "threads", "-c", str(concurrency), "-E", "-l", "INFO"])

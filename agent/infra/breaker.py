@@ -1,4 +1,4 @@
-"""Circuit breaker shared by every worker through Redis (seed 002: threshold 3, reset timeout 300 s).
+"""Circuit breaker shared by every worker through Redis (threshold 3, reset timeout 300 s by default).
 
 closed --threshold consecutive counted failures--> open --reset_s--> half_open
 half_open: one trial call at a time; success -> closed, counted failure -> open again.

@@ -15,7 +15,7 @@ def classify_error(exc: BaseException) -> str:
         return "rate_limit"
     if "circuitopen" in name:  # our own breaker refused the call: the dependency is failing
         return "system"
-    if "structuredoutput" in name:  # the model kept returning invalid JSON: invalid data (seed 002)
+    if "structuredoutput" in name:  # the model kept returning invalid JSON: invalid data
         return "data"
     if status in (400, 422) or isinstance(exc, (TypeError, ValueError)) and "validation" in name or "invalid param" in text:
         return "parameter"

@@ -82,7 +82,10 @@ def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
         cur.executemany(
             "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
             " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO NOTHING",
-            [(job_id, h.citation_key, h.iteration, h.source_type, h.score, Jsonb(h.model_dump(mode="json"))) for h in hits],
+            # one row per key, in key order: concurrent tasks adding overlapping evidence then take their row locks
+            # in the same order, so they cannot deadlock
+            [(job_id, h.citation_key, h.iteration, h.source_type, h.score, Jsonb(h.model_dump(mode="json")))
+             for h in sorted({h.citation_key: h for h in reversed(hits)}.values(), key=lambda h: h.citation_key)],
             returning=False,
         )
         return cur.rowcount

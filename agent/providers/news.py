@@ -1,4 +1,4 @@
-"""Recent-news search (seed 001, TavilyService.search_news): Tavily behind the shared circuit breaker.
+"""Recent-news search: Tavily behind the shared circuit breaker.
 
 Everything Tavily returns is untrusted web text. It only ever becomes evidence text (sanitised and capped);
 nothing in it picks a route, a tool, a ticker or a period. Without an API key the provider says news is
@@ -44,7 +44,7 @@ class NewsResult(BaseModel):
     query: str = ""
     summary: str | None = None  # Tavily's AI-generated answer: untrusted, not citable
     items: list[Evidence] = Field(default_factory=list)
-    error_class: str | None = None  # seed-002 class when status is 'error'
+    error_class: str | None = None  # error class when status is 'error'
     retry_after_s: float | None = None  # when status is 'circuit_open'
 
 
@@ -56,7 +56,7 @@ class NewsProvider(Protocol):
 
 
 class NewsSearchError(Exception):
-    """A failed Tavily call. status_code lets agent.persistence.ledger.classify_error give the seed-002 class."""
+    """A failed Tavily call. status_code lets agent.persistence.ledger.classify_error give its error class."""
 
     def __init__(self, message: str, status_code: int | None = None, detail: str = ""):
         super().__init__(message)

@@ -1,4 +1,4 @@
-"""Which periods each company has, per corpus; cached in Redis for 30 minutes (seed 001) and
+"""Which periods each company has, per corpus; cached in Redis for 30 minutes and
 invalidated whenever ingestion writes that company's documents."""
 from __future__ import annotations
 

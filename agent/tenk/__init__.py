@@ -1,2 +1,2 @@
-"""The SEC 10-K retrieval agent (seed 001, stage 2.6): plan sub-questions, route them to Items,
+"""The SEC 10-K retrieval agent: plan sub-questions, route them to Items,
 retrieve tables and text in parallel, answer, evaluate, replan; at most 5 iterations."""

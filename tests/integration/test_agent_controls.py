@@ -1,4 +1,4 @@
-"""Seed 002-004 controls through the real Celery path: duration budget, min_confidence, feedback re-runs, router retries."""
+"""The agent controls through the real Celery path: duration budget, min_confidence, feedback re-runs, router retries."""
 from __future__ import annotations
 
 import json

@@ -40,7 +40,7 @@ def test_tenk_loop_replans_once_then_stops_at_quality(ctx, sample_corpus, script
     assert result.status == "completed"
     assert any(c.marker.startswith("[10K") for c in result.citations)
     assert result.sources["10k"] > 0
-    assert job.state.tenk["round"] == 2
+    assert job.state.tenk.round == 2
 
 
 @pytest.mark.usefixtures("real_10k")

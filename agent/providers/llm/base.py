@@ -1,7 +1,7 @@
 """The LLM roles every provider implements, with their request models.
 
 Each call returns (result, Usage). Requests carry a budget note (iterations and seconds left)
-that every prompt includes (seed 003).
+that every prompt includes.
 """
 from __future__ import annotations
 

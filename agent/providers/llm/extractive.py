@@ -35,7 +35,7 @@ def _words(text: str) -> set[str]:
 class ExtractiveProvider(ExtractiveTenKRoles):
     name = "extractive"
 
-    # ---------- stage 2: plan ----------
+    # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
         q = req.question if not req.feedback else f"{req.question} {req.feedback}"
         tickers = [t.upper() for t in req.tickers_hint] or find_tickers(q, req.companies)
@@ -89,7 +89,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         return ResearchPlan(reasoning=reason, is_valid=False, invalid_reason=reason, confidence=0.95,
                             answer_mode=AnswerMode.direct)
 
-    # ---------- stage 4a: extract findings from one scope ----------
+    # ---------- extract findings from one scope ----------
     def extract(self, req: ExtractRequest) -> tuple[ScopeFindings, Usage]:
         wanted = _words(req.question) | _words(req.reasoning.split(". I will")[0])
         groups = concept_groups(req.question)
@@ -125,7 +125,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 break
         return ScopeFindings(scope=req.scope, findings=picked), Usage()
 
-    # ---------- stage 4b: compose the cited answer ----------
+    # ---------- compose the cited answer ----------
     def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
         by_key = {e.citation_key: e for e in req.evidence}
         lines: list[str] = []
@@ -156,7 +156,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
             text = text[:budget_chars].rsplit("\n", 1)[0]
         return Answer(text=text), Usage()
 
-    # ---------- stage 5: evaluate ----------
+    # ---------- evaluate ----------
     def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]:
         answer_sents = [s for s in req.answer.text.split("\n") if s.strip().startswith("-")]
         evidence = {e.citation_key: e for e in req.evidence}

@@ -59,7 +59,7 @@ class OpenAIProvider:
         return complete_json(self.client, role=role, model=model, messages=messages, schema=schema,
                              use_json_schema=self.use_json_schema)
 
-    # ---------- stage 2: plan ----------
+    # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
         out, usage = self._json("plan", self.models.planner, prompts.plan_messages(req), prompts.PlanOutput)
         data = out.model_dump()
@@ -71,7 +71,7 @@ class OpenAIProvider:
             data["invalid_reason"] = out.invalid_reason or out.reasoning
         return ResearchPlan.model_validate(data), usage
 
-    # ---------- stage 4a: extract ----------
+    # ---------- extract ----------
     def extract(self, req: ExtractRequest) -> tuple[ScopeFindings, Usage]:
         if not req.evidence:
             return ScopeFindings(scope=req.scope), Usage()
@@ -89,7 +89,7 @@ class OpenAIProvider:
                 picked.append(Finding(citation_key=key, text=text))
         return ScopeFindings(scope=req.scope, findings=picked[: req.max_findings]), usage
 
-    # ---------- stage 4b: compose ----------
+    # ---------- compose ----------
     def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
         resp = self.client.chat.completions.create(
             model=self.models.generator, messages=prompts.compose_messages(req), max_tokens=req.max_tokens,
@@ -100,7 +100,7 @@ class OpenAIProvider:
             raise StructuredOutputError("compose", "the model returned an empty answer")
         return Answer(text=text), usage
 
-    # ---------- stage 5: evaluate ----------
+    # ---------- evaluate ----------
     def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]:
         out, usage = self._json("evaluate", self.models.evaluator, prompts.evaluate_messages(req),
                                 EvaluationScores)
@@ -115,7 +115,7 @@ class OpenAIProvider:
             data["news_query"] = None
         return Evaluation.model_validate(data), usage
 
-    # ---------- stage 2.6: the SEC 10-K agent ----------
+    # ---------- the SEC 10-K agent ----------
     def plan_10k(self, req: TenKPlanRequest) -> tuple[TenKPlan, Usage]:
         out, usage = self._json("plan_10k", self.models.planner, prompts.tenk_plan_messages(req), prompts.TenKPlanOutput)
         sub_questions: list[SubQuestion] = []
