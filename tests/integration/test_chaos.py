@@ -77,3 +77,30 @@ def test_final_events_lost_in_a_crash_are_published_by_resume_stalled(ctx, sampl
     assert replay(ctx.redis, job_id)[-1].data["status"] == "completed"
     resume_stalled.apply_async(kwargs={"stalled_after_s": 900}).get(timeout=30)
     assert len(replay(ctx.redis, job_id)) == len(types)  # published once, however often the beat runs
+
+
+def _queued_task_ids(redis, queue: str) -> list[str]:
+    return [json.loads(raw)["headers"]["id"] for raw in redis.lrange(queue, 0, -1)]
+
+
+def test_resume_stalled_resends_a_stalled_batch_job_on_the_batch_queue(ctx, workers):
+    """A batch job must stay on the batch queue when the beat task re-sends it, or it would compete with
+    interactive jobs."""
+    from agent.models.job import JobState
+    from tasks.coordinator import resume_stalled
+
+    workers.stop()  # nothing consumes: the re-sent message stays where it was routed
+    job_id, _ = jobstore.create_job(ctx.pool, JobState(request=JobRequest(question="What was NVDA's revenue?", batch=True)))
+    try:
+        time.sleep(0.05)
+        assert job_id in resume_stalled.run(stalled_after_s=0)
+        task_id = f"{job_id}:0:start:0"
+        assert task_id in _queued_task_ids(ctx.redis, "batch")
+        assert task_id not in _queued_task_ids(ctx.redis, "coordinator")
+    finally:
+        for queue in ("batch", "coordinator"):
+            for raw in ctx.redis.lrange(queue, 0, -1):
+                if job_id in json.loads(raw)["headers"]["id"]:
+                    ctx.redis.lrem(queue, 0, raw)
+        with ctx.pool.connection() as conn:
+            conn.execute("DELETE FROM research_jobs WHERE id = %s", (job_id,))
