@@ -56,11 +56,16 @@ class LLMRoles(BaseModel):
 
 
 class PhaseLimits(BaseModel):
-    """Per-phase iteration limits."""
+    """Per-phase iteration limits. In this product:
+    - planning: the plan and every re-plan (a router re-route is a re-plan);
+    - execution: search-and-answer rounds (the first round, follow-up searches, re-routed rounds);
+    - refinement: rounds that rework the answer from the evidence already gathered, with no new search.
+    An explicit max_iterations (the answer mode's or the request's) overrides their sum; when it is larger
+    than execution + refinement, the execution phase grows to fill it."""
 
-    planning: int = Field(2, ge=1)  # the plan, plus a re-plan by the router
-    execution: int = Field(3, ge=1)  # the first search-and-answer round, plus router retries
-    refinement: int = Field(3, ge=1)  # follow-up rounds on an answer
+    planning: int = Field(3, ge=1)  # the plan, plus up to two router re-routes
+    execution: int = Field(3, ge=1)
+    refinement: int = Field(3, ge=1)
 
     def effective_max_iterations(self, explicit: int | None = None) -> int:
         if explicit:
@@ -119,9 +124,9 @@ class Settings(BaseSettings):
     phases: PhaseLimits = PhaseLimits()
     max_duration_seconds: int = 180
     max_tool_retries: int = 2
-    tools_per_iteration: int = 1
     enable_dynamic_termination: bool = True
-    min_confidence_threshold: float = 0.8
+    # the evaluator's "sufficient" ends the loop only at or above this confidence
+    min_confidence_threshold: float = Field(0.8, ge=0, le=1)
     router_retry_below: float = 0.70
     router_max_retries: int = 2
     circuit_breaker_threshold: int = 3

@@ -91,6 +91,7 @@ class TenKProgress(BaseModel):
     missing: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> missing information to replan from
     open: list[str] = Field(default_factory=list)  # tickers still below the quality threshold
     retrieved: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> sub-question signatures already searched
+    last_plan: dict[str, str] = Field(default_factory=dict)  # ticker -> step key of its latest 10-K plan
     done: bool = False
 
 
@@ -133,6 +134,7 @@ class JobState(BaseModel):
     news_status: str = "not_requested"
     working_memory: str | None = None
     tenk: TenKProgress = Field(default_factory=TenKProgress)
+    revision_notes: list[str] = Field(default_factory=list)  # what a refinement round must fix
     started_at: float | None = None
     inflight: list[TaskCall] = Field(default_factory=list)  # the calls of the stage in flight, for resume
     termination_reason: str | None = None
@@ -140,6 +142,14 @@ class JobState(BaseModel):
 
     def trace(self, line: str) -> None:
         self.reasoning_trace.append(line)
+
+
+class ThoroughSearch(BaseModel):
+    """Offered when a job in a quicker mode stopped below its confidence threshold: the request that would
+    search thoroughly (deep_search), ready to submit."""
+
+    message: str = "Want me to search thoroughly?"
+    request: JobRequest
 
 
 class JobResult(BaseModel):
@@ -166,3 +176,4 @@ class JobResult(BaseModel):
     problems: list[str] = Field(default_factory=list)
     parent_job_id: str | None = None
     error: str | None = None
+    suggestion: ThoroughSearch | None = None

@@ -246,6 +246,7 @@ class TenKPlanCall(_Call):
     ticker: str
     fiscal_year: int
     missing_info: list[str] = Field(default_factory=list)
+    previous: str | None = None  # the step key of the plan to revise (an earlier iteration's), if any
 
     def output_key(self, iteration: int) -> StepKey:
         return StepKey(iteration=iteration, stage=Stage.tenk_plan, round=self.round, part=self.ticker)

@@ -9,13 +9,18 @@ from agent.settings import Settings
 
 
 def limits_for(settings: Settings, state: JobState, plan: ResearchPlan) -> Limits:
+    """The job's limits. An explicit max_iterations (the request's, else the answer mode's) overrides the
+    phase sum; when it is larger than execution + refinement, the execution phase grows to fill it."""
     req = state.request
     mode = settings.mode(req.mode or plan.answer_mode)
     phases = settings.phases
+    explicit = req.max_iterations or mode.max_iterations
+    effective = phases.effective_max_iterations(explicit)
     return Limits(
-        max_iterations=req.max_iterations or mode.max_iterations,
-        max_iterations_effective=phases.effective_max_iterations(req.max_iterations),
-        phase_limits=phases.model_dump(),
+        max_iterations=effective,
+        max_iterations_effective=effective,
+        phase_limits={"planning": phases.planning, "execution": max(phases.execution, effective - phases.refinement),
+                      "refinement": phases.refinement},
         max_tokens=mode.max_tokens,
         confidence_threshold=mode.confidence_threshold,
         max_duration_seconds=req.max_duration_seconds or settings.max_duration_seconds,

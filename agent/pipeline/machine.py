@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
+from agent.models.research import SearchPlan
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -146,32 +147,52 @@ class Step:
             return self._finish("failed", self._result("failed", error=reason))
         return self._start_iteration(sp.queries, news_query=plan.topic if plan.needs_latest_news else None)
 
-    def _start_iteration(self, keywords: list[str], news_query: str | None = None) -> StepOutcome:
+    def _start_iteration(self, keywords: list[str], news_query: str | None = None,
+                         missing_info: list[str] | None = None) -> StepOutcome:
+        """A search-and-answer round (execution phase): transcript searches for the phrases, the news query,
+        and the 10-K agent when the search plan has 10-K targets, all dispatched together."""
         st = self.state
         assert st.limits is not None
         st.iteration += 1
-        st.phase_iterations[st.phase] += 1
+        st.phase = "execution"
+        st.phase_iterations["execution"] += 1
         st.pending_keywords = keywords
         st.pending_news_query = news_query
+        st.revision_notes = []
         self.emit("iteration_start", f"Iteration {st.iteration}", iteration=st.iteration,
-                  max_iterations=st.limits.max_iterations, phase=st.phase, strategy=st.strategy)
-        if st.iteration > 1 and keywords:
-            self.emit("iteration_followup", "Searching for: " + ", ".join(keywords), keywords=keywords,
-                      news_query=news_query)
-        if tenk_stages.tenk_pending(self):
-            return tenk_stages.start_tenk(self)
-        return self._dispatch_search()
+                  max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
+        if st.iteration > 1 and (keywords or news_query):
+            self.emit("iteration_followup", "Searching for: " + ", ".join(keywords + ([news_query] if news_query else [])),
+                      keywords=keywords, news_query=news_query)
+        searches = self._search_calls()
+        if tenk_stages.has_targets(self):
+            return tenk_stages.start_tenk(self, searches, missing_info or [])
+        if not searches:  # nothing left to search: answer from the evidence so far
+            return self.after_search()
+        return self._dispatch(Stage.search, searches)
 
-    def _dispatch_search(self) -> StepOutcome:
+    def _search_calls(self) -> list[TaskCall]:
         st = self.state
         assert st.search_plan is not None
         calls: list[TaskCall] = [SearchCall(n=n, spec=spec)
                                  for n, spec in enumerate(search_specs(st.search_plan, st.pending_keywords))]
         if st.pending_news_query:
             calls.append(NewsCall(query=st.pending_news_query))
-        if not calls:  # nothing left to search (e.g. a 10-K-only question): answer from the evidence so far
-            return self.after_search()
-        return self._dispatch(Stage.search, calls)
+        return calls
+
+    def _start_refinement(self, notes: list[str]) -> StepOutcome:
+        """A refinement round: no new search; the answer is reworked from all the evidence gathered, with
+        what the evaluation found wanting."""
+        st = self.state
+        assert st.limits is not None
+        st.iteration += 1
+        st.phase = "refinement"
+        st.phase_iterations["refinement"] += 1
+        st.pending_keywords, st.pending_news_query = [], None
+        st.revision_notes = notes
+        self.emit("iteration_start", f"Iteration {st.iteration} (refinement)", iteration=st.iteration,
+                  max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
+        return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in self.inp.evidence.scopes])
 
     def after_search(self) -> StepOutcome:
         self._stage_time("retrieval")
@@ -235,7 +256,8 @@ class Step:
             st.termination_reason = "every evaluation failed; returning the unevaluated answer"
             return self._finish("completed", self._result("completed"))
         evaluation = merge_evaluations(parts)
-        decision = decide(st, evaluation, self.now, self.settings.enable_dynamic_termination)
+        alternative, widened = self._reroute_candidate()
+        decision = decide(st, evaluation, self.now, self.settings, reroute=alternative)
         total, added = self.inp.evidence.total, self.inp.evidence.added(st.iteration)
         conf = evaluation.overall_confidence
         st.iterations.append(IterationRecord(
@@ -245,44 +267,48 @@ class Step:
         summary = "; ".join(evaluation.missing_info[:2] or evaluation.issues[:2])
         self.emit("agent_decision", f"Answer quality: {conf:.0%}." + (f" Missing: {summary}." if summary else ""),
                   confidence=conf, issues=evaluation.issues, missing_info=evaluation.missing_info,
-                  will_iterate=decision.will_iterate, reason=decision.reason,
+                  will_iterate=decision.will_iterate, action=decision.action, reason=decision.reason,
                   scores={k: getattr(evaluation, f"{k}_score") for k in ("completeness", "specificity", "accuracy", "clarity")})
         self.emit("iteration_complete", "", iteration=st.iteration, confidence=conf, will_continue=decision.will_iterate)
-        if decision.will_iterate:
-            st.phase = "refinement"
-            return self._start_iteration(decision.keywords, decision.news_query)
-        retry = self._router_retry(conf)
-        if retry is not None:
-            return retry
+        if decision.action == "search":
+            return self._start_iteration(decision.keywords, decision.news_query, evaluation.missing_info)
+        if decision.action == "refine":
+            return self._start_refinement(list(dict.fromkeys(evaluation.missing_info + evaluation.issues))[:8])
+        if decision.action == "reroute":
+            assert alternative is not None and widened is not None
+            return self._reroute(alternative, widened, conf, decision.keywords, evaluation.missing_info)
         st.termination_reason = decision.reason
         return self._finish("completed", self._result("completed"))
 
-    def _router_retry(self, confidence: float) -> StepOutcome | None:
-        """Below the router's confidence bar, try a different strategy (at most `router_max_retries` times)."""
+    def _reroute_candidate(self) -> tuple[str | None, SearchPlan | None]:
+        """The strategy a re-route would take, with its search plan; a re-route must widen the search."""
+        st = self.state
+        assert st.plan is not None and st.search_plan is not None
+        tried = {r.agent_name for r in st.routing_history}
+        for candidate in router.alternatives(st.strategy):
+            if candidate in tried:
+                continue
+            plan = plan_search(st.plan, self.inp.availability, candidate, current=st.search_plan)
+            if router.widens(st.search_plan, plan):
+                return candidate, plan
+        return None, None
+
+    def _reroute(self, alternative: str, search_plan: SearchPlan, confidence: float, keywords: list[str],
+                 missing_info: list[str]) -> StepOutcome:
+        """A re-plan (planning phase) through another strategy, searching for what the evaluation found missing."""
         st, s = self.state, self.settings
-        assert st.limits is not None and st.plan is not None
-        if not router.should_retry(st, confidence, s.router_retry_below, s.router_max_retries) or out_of_time(st, self.now):
-            return None
-        if sum(st.phase_iterations.values()) >= st.limits.max_iterations_effective:
-            return None
-        if st.phase_iterations["planning"] >= st.limits.phase_limits.get("planning", 1) + s.router_max_retries:
-            return None
-        alternative = router.retry_strategy(st, self.inp.availability.has_10k(st.plan.tickers))
-        if alternative is None:
-            return None
+        assert st.plan is not None
         previous = st.strategy
         st.router_retries += 1
         st.phase_iterations["planning"] += 1
-        router.record(st, alternative,
-                      confidence, f"Re-routed: confidence {confidence:.0%} < {s.router_retry_below:.0%} with {previous}")
-        st.search_plan = plan_search(st.plan, self.inp.availability, alternative)
-        st.phase = "execution"
-        st.tenk.done = False
+        router.record(st, alternative, confidence,
+                      f"Re-routed: confidence {confidence:.0%} < {s.router_retry_below:.0%} with {previous}")
+        st.search_plan = search_plan
         self.emit("planning", f"Low confidence ({confidence:.0%}): re-routing from {previous} to {alternative}",
-                  strategy=alternative, previous_strategy=previous,
-                  periods={tp.ticker: tp.periods for tp in st.search_plan.transcripts},
-                  tenk={tp.ticker: tp.periods for tp in st.search_plan.tenk})
-        return self._start_iteration(st.plan.search_queries)
+                  strategy=alternative, previous_strategy=previous, queries=keywords or st.plan.search_queries,
+                  periods={tp.ticker: tp.periods for tp in search_plan.transcripts},
+                  tenk={tp.ticker: tp.periods for tp in search_plan.tenk})
+        return self._start_iteration(keywords or st.plan.search_queries, missing_info=missing_info)
 
     def _finish(self, status: str, result: JobResult) -> StepOutcome:
         self.state.timing.stage_started = None

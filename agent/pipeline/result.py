@@ -1,8 +1,9 @@
 """The final result object, built from the job's state and its evidence counts."""
 from __future__ import annotations
 
-from agent.models.job import JobResult, JobState
+from agent.models.job import JobResult, JobState, ThoroughSearch
 from agent.pipeline.inputs import EvidenceSummary
+from agent.settings import AnswerMode
 
 
 def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provider: str, status: str, now: float,
@@ -34,7 +35,20 @@ def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provid
         problems=list(state.search_plan.problems) if state.search_plan else [],
         parent_job_id=state.request.parent_job_id,
         error=error,
+        suggestion=thorough_search(state) if status == "completed" else None,
     )
+
+
+def thorough_search(state: JobState) -> ThoroughSearch | None:
+    """A quicker mode that stopped below its threshold offers the deep_search request that would run next."""
+    if state.plan is None or state.limits is None or not state.iterations:
+        return None
+    mode = state.request.mode or state.plan.answer_mode
+    if mode == AnswerMode.deep_search or state.iterations[-1].confidence >= state.limits.confidence_threshold:
+        return None
+    request = state.request.model_copy(update={"mode": AnswerMode.deep_search, "max_iterations": None,
+                                               "idempotency_key": None, "tickers": state.request.tickers or state.plan.tickers})
+    return ThoroughSearch(request=request)
 
 
 def rejected_result(job_id: str, state: JobState, provider: str, reason: str) -> JobResult:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from agent.models.job import JobState, RoutingDecision
-from agent.models.research import ResearchPlan
+from agent.models.research import ResearchPlan, SearchPlan
 
 STRATEGIES = ("transcripts_first", "10k_first", "hybrid", "broad_window", "transcripts_first_fallback")
 
@@ -20,21 +20,27 @@ def record(state: JobState, strategy: str, confidence: float, reasoning: str) ->
     state.routing_history.append(RoutingDecision(agent_name=strategy, confidence=round(confidence, 4), reasoning=reasoning))
 
 
-def retry_strategy(state: JobState, has_10k: bool) -> str | None:
-    """The alternative to try after a low-confidence answer, or None when none is left."""
-    tried = {r.agent_name for r in state.routing_history}
-    order = {
-        "transcripts_first": ["10k_first", "broad_window"],
-        "10k_first": ["transcripts_first_fallback", "broad_window"],
-        "hybrid": ["broad_window"],
-        "transcripts_first_fallback": ["broad_window"],
-        "broad_window": [],
-    }[state.strategy]
-    for candidate in order:
-        if candidate in tried or (candidate == "10k_first" and not has_10k):
-            continue
-        return candidate
-    return None
+_ALTERNATIVES = {
+    "transcripts_first": ["10k_first", "broad_window"],
+    "10k_first": ["transcripts_first_fallback", "broad_window"],
+    "hybrid": ["broad_window"],
+    "transcripts_first_fallback": ["broad_window"],
+    "broad_window": [],
+}
+
+
+def alternatives(strategy: str) -> list[str]:
+    """The strategies a low-confidence answer may be re-routed to, in order of preference."""
+    return list(_ALTERNATIVES.get(strategy, []))
+
+
+def widens(current: SearchPlan, candidate: SearchPlan) -> bool:
+    """A re-route must search more than before: a source, a company or a period it did not cover."""
+    def covered(plan: SearchPlan) -> set[tuple[str, str, str]]:
+        return ({("transcript", tp.ticker, p) for tp in plan.transcripts for p in tp.periods}
+                | {("10k", tp.ticker, p) for tp in plan.tenk for p in tp.periods})
+    before, after = covered(current), covered(candidate)
+    return before <= after and after != before
 
 
 def should_retry(state: JobState, confidence: float, below: float, max_retries: int) -> bool:

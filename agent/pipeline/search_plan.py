@@ -9,12 +9,12 @@ from agent.pipeline.inputs import Availability
 from agent.retrieval.periods import resolve
 
 
-def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = "transcripts_first") -> SearchPlan:
-    """Each company's own periods ('last 3 quarters' means that company's latest 3)."""
+def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = "transcripts_first",
+                current: SearchPlan | None = None) -> SearchPlan:
+    """Each company's own periods ('last 3 quarters' means that company's latest 3). A re-route keeps what the
+    current plan covers; `broad_window` doubles each company's window (at least 4 quarters)."""
     sp = SearchPlan(queries=plan.search_queries, reasoning=plan.reasoning)
     refs = plan.time_refs
-    if strategy == "broad_window":  # router retry: widen the time window to the last 4 quarters
-        refs = ["last 4 quarters"]
     use_transcripts = ("earnings_transcripts" in plan.data_sources or "hybrid" in plan.data_sources
                        or strategy == "transcripts_first_fallback")
     use_10k = plan.needs_10k or "10k" in plan.data_sources or strategy == "10k_first"
@@ -26,8 +26,14 @@ def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = 
             else:
                 res = resolve(refs, avail, ticker, default_latest=1 if plan.answer_mode == "direct" else min(3, len(avail)))
                 sp.problems += res.problems
-                if res.periods:
-                    sp.transcripts.append(TickerPeriods(ticker=ticker, periods=[p.key for p in res.periods]))
+                keys = [p.key for p in res.periods]
+                before = _periods(current, ticker)
+                if strategy == "broad_window":
+                    width = max(4, 2 * len(before or keys))
+                    keys = [p.key for p in sorted(set(avail))[-width:]]
+                keys = sorted(set(keys) | set(before), key=lambda k: Period.parse_key(k))
+                if keys:
+                    sp.transcripts.append(TickerPeriods(ticker=ticker, periods=keys))
         if use_10k:
             years = availability.tenk.get(ticker, [])
             if not years:
@@ -35,7 +41,13 @@ def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = 
             else:
                 chosen = _tenk_years(refs, years)
                 sp.tenk.append(TickerPeriods(ticker=ticker, periods=[p.key for p in chosen]))
+    planned = {tp.ticker for tp in sp.tenk}
+    sp.tenk += [tp for tp in (current.tenk if current else []) if tp.ticker not in planned]  # a re-route keeps the 10-K
     return sp
+
+
+def _periods(plan: SearchPlan | None, ticker: str) -> list[str]:
+    return [p for tp in (plan.transcripts if plan else []) if tp.ticker == ticker for p in tp.periods]
 
 
 def _tenk_years(refs: list[str], years: list[Period]) -> list[Period]:

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from agent.pipeline.machine import Step
 
 
-def tenk_pending(step: Step) -> bool:
+def has_targets(step: Step) -> bool:
     sp = step.state.search_plan
-    return sp is not None and bool(sp.tenk) and not step.state.tenk.done
+    return sp is not None and bool(sp.tenk)
 
 
 def _targets(step: Step) -> list[tuple[str, int]]:
@@ -36,16 +36,29 @@ def _targets(step: Step) -> list[tuple[str, int]]:
     return [(tp.ticker, int(tp.periods[0].removeprefix("FY"))) for tp in step.state.search_plan.tenk if tp.periods]
 
 
-def start_tenk(step: Step) -> StepOutcome:
-    step.state.tenk = TenKProgress(round=1, open=[t for t, _ in _targets(step)])
-    return _tenk_plan_calls(step)
+def start_tenk(step: Step, searches: list[TaskCall], missing_info: list[str]) -> StepOutcome:
+    """The 10-K agent's first round of this iteration, dispatched in one chord with the iteration's transcript
+    and news searches, so they run concurrently. In a follow-up iteration it replans from what the evaluation
+    found missing, and sub-questions already searched are not searched again."""
+    old = step.state.tenk
+    tickers = [t for t, _ in _targets(step)]
+    step.state.tenk = TenKProgress(round=1, open=tickers, missing={t: missing_info for t in tickers if missing_info},
+                                   retrieved=old.retrieved, last_plan=old.last_plan)
+    return _tenk_plan_calls(step, searches)
 
 
-def _tenk_plan_calls(step: Step) -> StepOutcome:
+def _tenk_plan_calls(step: Step, searches: list[TaskCall] | None = None) -> StepOutcome:
     tk = step.state.tenk
-    calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []))
+    calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []),
+                                          previous=tk.last_plan.get(t) if tk.round == 1 else None)
                              for t, fy in _targets(step) if t in tk.open]
-    return step._dispatch(Stage.tenk_plan, calls)
+    return step._dispatch(Stage.tenk_plan, calls + (searches or []))
+
+
+def _done(step: Step) -> StepOutcome:
+    """The 10-K rounds are over; the iteration's searches ran alongside the first of them."""
+    step.state.tenk.done = True
+    return step.after_search()
 
 
 def after_tenk_plan(step: Step) -> StepOutcome:
@@ -55,12 +68,12 @@ def after_tenk_plan(step: Step) -> StepOutcome:
     for key, out in step._read(Stage.tenk_plan, tk.round).items():
         if isinstance(out, TenKPlanOutput):
             plans[key.part] = out.plan
+            tk.last_plan[key.part] = str(key)
         else:
             step.emit("error", f"10-K planning failed: {getattr(out, 'error', None)}", step="tenk_plan",
                       error_class=getattr(out, "error_class", None))
     if not plans:
-        tk.done = True
-        return step._dispatch_search()
+        return _done(step)
     limit = step.settings.tenk_parallelism
     assignments: list[list[Assignment]] = [[] for _ in range(limit)]
     n = 0
@@ -116,5 +129,4 @@ def after_tenk_evaluate(step: Step) -> StepOutcome:
     if replan:
         tk.round += 1
         return _tenk_plan_calls(step)
-    tk.done = True
-    return step._dispatch_search()
+    return _done(step)

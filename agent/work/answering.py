@@ -59,10 +59,18 @@ def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings]
     cited = [ev for ev in evidence if ev.citation_key in cited_keys]
     answer, usage = llm.compose(ComposeRequest(
         question=state.request.question, plan=state.plan, findings=findings, evidence=cited, markers=markers,
-        max_tokens=state.limits.max_tokens, working_memory=state.working_memory, feedback=state.request.feedback,
+        max_tokens=state.limits.max_tokens, working_memory=state.working_memory, feedback=_feedback(state),
         budget_note=budget_note,
     ))
     return attach_citations(answer, evidence, markers), usage
+
+
+def _feedback(state: JobState) -> str | None:
+    """The user's feedback, and in a refinement round what the last evaluation found wanting."""
+    parts = [state.request.feedback] if state.request.feedback else []
+    if state.revision_notes:
+        parts.append("Revise the previous answer; the evaluation found: " + "; ".join(state.revision_notes))
+    return "\n".join(parts) or None
 
 
 def attach_citations(answer: Answer, evidence: list[Evidence], markers: dict[str, str]) -> Answer:

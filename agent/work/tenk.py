@@ -44,7 +44,12 @@ def _tenk_evidence(ctx: Context, job_id: str, ticker: str) -> tuple[list[Evidenc
 
 def do_plan(ctx: Context, job_id: str, iteration: int, call: TenKPlanCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
-    previous = _plan(ctx, job_id, iteration, call.round - 1, call.ticker) if call.round > 1 else None
+    previous = None
+    if call.round > 1:
+        previous = _plan(ctx, job_id, iteration, call.round - 1, call.ticker)
+    elif call.previous:  # a follow-up iteration revises the last plan of an earlier one
+        earlier = _output(ctx, job_id, StepKey.parse(call.previous))
+        previous = earlier.plan if isinstance(earlier, TenKPlanOutput) else None
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.plan_10k",
                      {"ticker": call.ticker, "fiscal_year": call.fiscal_year, "round": call.round}) as rec:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models.job import JobRequest, JobState, Limits, RoutingDecision
+from agent.models.job import JobRequest, JobState, Limits
 from agent.models.research import Evidence, SearchPlan, TickerPeriods
 from agent.models.steps import (
     EvaluateOutput,
@@ -69,58 +69,96 @@ def test_outputs_parse_into_their_stage_model_or_a_failure():
 
 # ----- the decision -----
 
-def state(iteration: int = 1, **limits) -> JobState:
+def state(iteration: int = 1, phases: dict | None = None, **limits) -> JobState:
     st = JobState(request=JobRequest(question="How did revenue change?"), iteration=iteration, started_at=0.0)
-    st.limits = Limits(**({"max_iterations": 3, "max_iterations_effective": 9, "max_tokens": 6000,
+    st.limits = Limits(**({"max_iterations": 3, "max_iterations_effective": 3, "max_tokens": 6000,
                            "confidence_threshold": 0.8, "max_duration_seconds": 180,
-                           "phase_limits": {"planning": 2, "execution": 3, "refinement": 3}} | limits))
+                           "phase_limits": {"planning": 3, "execution": 3, "refinement": 3}} | limits))
+    st.phase_iterations = phases or {"planning": 1, "execution": iteration, "refinement": 0}
+    st.answer = answer("Revenue rose [1].")
     return st
 
 
-def test_the_decision_stops_at_the_threshold_and_iterates_below_it():
-    assert decide(state(), evaluation(85, keywords=["x"]), now=1).reason == "confidence 85% >= threshold 80%"
-    d = decide(state(), evaluation(60, keywords=["margin trend"], needs_news_search=True, news_query="pricing"), now=1)
-    assert d.will_iterate and d.keywords == ["margin trend"] and d.news_query == "pricing"
+def run(st, ev, now=1.0, reroute=None, settings=SETTINGS):
+    return decide(st, ev, now, settings, reroute=reroute)
+
+
+def test_the_decision_stops_at_the_threshold_and_searches_below_it():
+    assert run(state(), evaluation(85, keywords=["x"])).reason == "confidence 85% >= threshold 80%"
+    d = run(state(), evaluation(60, keywords=["margin trend"], needs_news_search=True, news_query="pricing"))
+    assert (d.action, d.keywords, d.news_query) == ("search", ["margin trend"], "pricing")
 
 
 def test_dynamic_termination_off_keeps_going_above_the_threshold():
-    assert decide(state(), evaluation(85, keywords=["x"]), now=1, dynamic_termination=False).will_iterate
+    off = SETTINGS.model_copy(update={"enable_dynamic_termination": False})
+    assert run(state(), evaluation(85, keywords=["x"]), settings=off).action == "search"
 
 
 def test_min_confidence_raises_the_bar_and_overrides_sufficiency():
-    d = decide(state(min_confidence=0.95), evaluation(85, keywords=["x"], sufficient=True), now=1)
-    assert d.will_iterate and d.reason == "confidence 85% < threshold 95%"
+    d = run(state(min_confidence=0.95), evaluation(85, keywords=["x"], sufficient=True))
+    assert d.action == "search" and d.reason == "confidence 85% < threshold 95%"
+
+
+def test_sufficiency_counts_only_at_or_above_min_confidence_threshold():
+    detailed = state(confidence_threshold=0.9)
+    assert run(detailed, evaluation(85, keywords=["x"], sufficient=True)).reason == "evaluator judged the answer sufficient"
+    assert run(detailed, evaluation(75, keywords=["x"], sufficient=True)).action == "search"  # 75% < 0.8 setting
+
+
+def test_the_iteration_limit_is_checked_first_even_before_a_reroute():
+    d = run(state(iteration=2, max_iterations=2, max_iterations_effective=2), evaluation(30), reroute="10k_first")
+    assert d.action == "stop" and d.reason == "max iterations (2) reached"
 
 
 @pytest.mark.parametrize("st, ev, reason", [
-    (state(iteration=3), evaluation(60, keywords=["x"]), "max iterations (3) reached"),
-    (state(max_iterations_effective=1), evaluation(60, keywords=["x"]), "max_iterations_effective (1) reached"),
     (state(max_duration_seconds=5), evaluation(60, keywords=["x"]), "max_duration_seconds (5) ran out"),
-    (state(), evaluation(60, keywords=["x"], sufficient=True), "evaluator judged the answer sufficient"),
-    (state(), evaluation(60), "no new follow-up keyword phrases"),
+    (state(confidence_threshold=0.9), evaluation(85, keywords=["x"], sufficient=True), "evaluator judged the answer sufficient"),
+    (state(), evaluation(75), "no new follow-up keyword phrases"),
+    (state(phases={"planning": 1, "execution": 3, "refinement": 3}, max_iterations_effective=9), evaluation(75, keywords=["x"]),
+     "execution (3) and refinement (3) phase limits reached"),
 ])
-def test_each_termination_condition(st, ev, reason):
-    st.phase_iterations = {"planning": 1, "execution": 1, "refinement": 0}
-    d = decide(st, ev, now=10)
-    assert not d.will_iterate and d.reason == reason
+def test_each_stop_condition(st, ev, reason):
+    d = run(st, ev, now=10)
+    assert d.action == "stop" and d.reason == reason
 
 
-def test_the_refinement_phase_limit_ends_the_loop():
-    st = state(max_iterations=10)
-    st.phase_iterations = {"planning": 1, "execution": 1, "refinement": 3}
-    assert decide(st, evaluation(60, keywords=["x"]), now=1).reason == "refinement phase limit (3) reached"
+def test_with_the_execution_phase_used_up_the_answer_is_refined():
+    st = state(iteration=3, phases={"planning": 1, "execution": 3, "refinement": 0}, max_iterations_effective=6)
+    assert run(st, evaluation(60, keywords=["x"])).action == "refine"
+
+
+def test_the_evaluators_needs_transcript_search_is_read():
+    d = run(state(), evaluation(60, keywords=["x"], needs_transcript_search=False, issues=["vague wording"]))
+    assert d.action == "refine"
+    assert run(state(), evaluation(75, keywords=["x"], needs_transcript_search=False)).action == "stop"
+
+
+def test_an_answer_announcing_more_continues_within_the_limits():
+    st = state()
+    st.answer = answer("Revenue rose [1]. Let me also check the segment margins.")
+    assert run(st, evaluation(75, sufficient=True)).action == "refine"
+    st.answer = answer("Revenue rose [1]. Additionally, I'll look at guidance.")
+    assert run(st, evaluation(75, keywords=["guidance"])).action == "search"
+    st.answer = answer("Additionally, revenue rose [1].")  # ordinary prose, not an announcement
+    assert run(st, evaluation(75)).action == "stop"
+
+
+def test_a_low_confidence_answer_is_rerouted_with_what_was_missing():
+    d = run(state(), evaluation(40, missing_info=["The net interest margin for each quarter"]), reroute="broad_window")
+    assert d.action == "reroute" and d.keywords == ["net interest margin for each quarter"]
+    assert run(state(), evaluation(40), reroute=None).action == "stop"  # nothing that widens the search
+    st = state(phases={"planning": 3, "execution": 1, "refinement": 0})
+    assert run(st, evaluation(40), reroute="broad_window").action == "stop"  # the planning phase is used up
 
 
 def test_phrases_already_searched_are_not_searched_again():
-    st = state()
-    st.iterations = []
-    st.pending_keywords = []
     from agent.models.job import IterationRecord
 
+    st = state()
     st.iterations.append(IterationRecord(iteration=1, confidence=0.5, evaluation=evaluation(50), chunks_total=1,
                                          chunks_added=1, keywords=["margin trend"], will_iterate=True, reason=""))
-    d = decide(st, evaluation(60, keywords=["margin trend"]), now=1)
-    assert not d.will_iterate and d.reason == "no new follow-up keyword phrases"
+    d = run(st, evaluation(75, keywords=["margin trend"]))
+    assert d.action == "stop" and d.reason == "no new follow-up keyword phrases"
 
 
 def test_merging_per_scope_evaluations():
@@ -139,19 +177,12 @@ def test_the_initial_strategy_follows_the_sources():
     assert router.initial_strategy(plan(needs_10k=True)) == "hybrid"
 
 
-@pytest.mark.parametrize("strategy, has_10k, tried, expected", [
-    ("transcripts_first", True, [], "10k_first"),
-    ("transcripts_first", False, [], "broad_window"),
-    ("10k_first", True, [], "transcripts_first_fallback"),
-    ("hybrid", True, [], "broad_window"),
-    ("transcripts_first", True, ["10k_first"], "broad_window"),
-    ("broad_window", True, [], None),
-])
-def test_the_retry_strategy_order(strategy, has_10k, tried, expected):
-    st = state()
-    st.strategy = strategy
-    st.routing_history = [RoutingDecision(agent_name=n, confidence=0.5, reasoning="") for n in [strategy, *tried]]
-    assert router.retry_strategy(st, has_10k) == expected
+def test_the_alternatives_and_what_widens():
+    assert router.alternatives("transcripts_first") == ["10k_first", "broad_window"]
+    assert router.alternatives("broad_window") == []
+    narrow = SearchPlan(transcripts=[TickerPeriods(ticker="ACME", periods=["2025_q1"])])
+    wide = SearchPlan(transcripts=[TickerPeriods(ticker="ACME", periods=["2024_q4", "2025_q1"])])
+    assert router.widens(narrow, wide) and not router.widens(wide, narrow) and not router.widens(wide, wide)
 
 
 def test_the_router_retries_only_below_its_bar_and_at_most_twice():
@@ -169,12 +200,15 @@ def test_limits_come_from_the_mode_table_and_the_request():
     limits = limits_for(SETTINGS, st, plan(answer_mode="detailed"))
     assert (limits.max_iterations, limits.max_tokens, limits.confidence_threshold) == (6, 16000, 0.90)
     assert (limits.max_iterations_effective, limits.max_duration_seconds, limits.min_confidence) == (6, 30, 0.9)
-    default = limits_for(SETTINGS, JobState(request=JobRequest(question="How did revenue change?", mode="direct")), plan())
-    assert (default.max_iterations, default.max_iterations_effective) == (2, 9)
+    assert limits.phase_limits == {"planning": 3, "execution": 3, "refinement": 3}
+    direct = limits_for(SETTINGS, JobState(request=JobRequest(question="How did revenue change?", mode="direct")), plan())
+    assert (direct.max_iterations, direct.max_iterations_effective) == (2, 2)  # the mode's limit overrides the sum
+    deep = limits_for(SETTINGS, JobState(request=JobRequest(question="How did revenue change?", mode="deep_search")), plan())
+    assert deep.max_iterations_effective == 10 and deep.phase_limits["execution"] == 7  # execution grows to fill it
 
 
 def test_phase_limits_sum_plus_a_buffer_unless_set_explicitly():
-    assert PhaseLimits().effective_max_iterations() == 9  # 2 + 3 + 3, plus max(1, 10%)
+    assert PhaseLimits().effective_max_iterations() == 10  # 3 + 3 + 3, plus max(1, 10%)
     assert PhaseLimits(planning=10, execution=10, refinement=10).effective_max_iterations() == 33
     assert PhaseLimits().effective_max_iterations(explicit=4) == 4
 
@@ -223,8 +257,11 @@ def test_the_search_plan_uses_each_companys_own_periods():
 
 
 def test_broad_window_widens_and_10k_years_follow_the_question():
-    assert plan_search(plan(time_refs=["latest quarter"]), AVAILABILITY, "broad_window").transcripts[0].periods == [
-        "2024_q2", "2024_q3", "2024_q4", "2025_q1"]
+    current = plan_search(plan(time_refs=["latest quarter"]), AVAILABILITY)
+    wider = plan_search(plan(time_refs=["latest quarter"]), AVAILABILITY, "broad_window", current=current)
+    assert wider.transcripts[0].periods == ["2024_q2", "2024_q3", "2024_q4", "2025_q1"] and router.widens(current, wider)
+    every = plan_search(plan(time_refs=["last 4 quarters"]), AVAILABILITY)  # all ACME has: nothing wider exists
+    assert not router.widens(every, plan_search(plan(), AVAILABILITY, "broad_window", current=every))
     sp = plan_search(plan(time_refs=["fiscal 2024"], data_sources=["10k"]), AVAILABILITY)
     assert sp.transcripts == [] and sp.tenk == [TickerPeriods(ticker="ACME", periods=["FY2024"])]
     assert plan_search(plan(tickers=["BETA"], needs_10k=True), AVAILABILITY).problems == ["no 10-K filing is ingested for BETA"]

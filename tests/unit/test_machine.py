@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models.research import ScopeFindings
+from agent.models.research import ScopeFindings, TickerPeriods
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -36,13 +36,15 @@ def planned(job: Job, **plan_fields):
 
 
 def answer_round(job: Job, score: int, keywords: list[str] | None = None, chunks: int = 4, scopes=("ACME:2025_q1",)):
-    """From a search fan-out in flight to the evaluation's outcome."""
-    assert all(isinstance(c, (SearchCall, NewsCall)) for c in job.last.calls), job.last.calls
-    if chunks:
-        job.find(chunks, *scopes)
-    out = job.respond(lambda c, it: None)
-    if not all(isinstance(c, ExtractCall) for c in out.calls) or not out.calls:
-        return out
+    """From a search fan-out (or a refinement round's extraction) in flight to the evaluation's outcome."""
+    out = job.last
+    if not all(isinstance(c, ExtractCall) for c in out.calls):
+        assert all(isinstance(c, (SearchCall, NewsCall)) for c in out.calls), out.calls
+        if chunks:
+            job.find(chunks, *scopes)
+        out = job.respond(lambda c, it: None)
+        if not all(isinstance(c, ExtractCall) for c in out.calls) or not out.calls:
+            return out
     job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
     out = job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=USAGE))
     if not out.calls:
@@ -77,7 +79,7 @@ def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
                                                    usage=USAGE))
     assert event_types(out) == ["agent_decision", "iteration_complete", "iteration_start", "iteration_followup"]
     assert out.events[0].data["will_iterate"] and out.events[0].data["reason"] == "confidence 60% < threshold 80%"
-    assert (job.state.iteration, job.state.phase) == (2, "refinement")
+    assert (job.state.iteration, job.state.phase) == (2, "execution")  # a follow-up search is an execution round
     assert [c.spec.query for c in out.calls] == ["segment margin", "segment margin"]
 
     out = answer_round(job, 90, chunks=3)
@@ -93,25 +95,41 @@ def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
     assert result.timing["total"] == job.now - job.state.started_at
 
 
-def test_the_router_reroutes_a_low_confidence_answer_through_other_strategies():
-    job = Job()
+def test_the_router_reroutes_a_low_confidence_answer_through_strategies_that_widen_the_search():
+    job = Job(mode="detailed")  # 4 iterations: room for the plan's round and two re-routes
     planned(job)
-    out = answer_round(job, 40)  # no follow-up phrase: the loop would end, but 40% < 70% re-routes
+    out = answer_round(job, 40, scopes=("ACME:2024_q4", "ACME:2025_q1"))  # nothing to follow up: 40% < 70% re-routes
     assert [r.agent_name for r in job.state.routing_history] == ["transcripts_first", "10k_first"]
     planning = next(e for e in out.events if e.type == "planning")
     assert planning.data["previous_strategy"] == "transcripts_first" and planning.data["tenk"] == {"ACME": ["FY2024"]}
-    assert out.calls == [TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024)]  # 10k_first: the 10-K agent first
-    assert (job.state.iteration, job.state.router_retries) == (2, 1)
+    # 10k_first adds the 10-K, whose agent runs alongside the transcript searches of the same round
+    assert out.calls[0] == TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024)
+    assert all(isinstance(c, SearchCall) for c in out.calls[1:]) and len(out.calls) > 1
+    assert (job.state.iteration, job.state.router_retries, job.state.phase_iterations["planning"]) == (2, 1, 2)
 
     run_tenk_round(job, quality=0.95, chunks=2)
     out = answer_round(job, 40)
-    assert [r.agent_name for r in job.state.routing_history] == ["transcripts_first", "10k_first",
-                                                                 "transcripts_first_fallback"]
+    # the transcripts-only fallback would search less than now, so the next re-route widens the window instead
+    assert [r.agent_name for r in job.state.routing_history] == ["transcripts_first", "10k_first", "broad_window"]
+    assert job.state.search_plan.transcripts[0].periods == ["2024_q2", "2024_q3", "2024_q4", "2025_q1"]
+    assert job.state.search_plan.tenk == [TickerPeriods(ticker="ACME", periods=["FY2024"])]
 
-    assert all(isinstance(c, SearchCall) for c in out.calls)  # the fallback searches transcripts only
-    out = answer_round(job, 40)  # two retries used: the job ends
-    assert out.status == "completed" and job.state.router_retries == 2
-    assert out.result.termination_reason == "max iterations (3) reached"
+    run_tenk_round(job, quality=0.95, chunks=1)
+    out = answer_round(job, 40)  # two re-routes used, and the planning phase with them
+    assert out.status == "completed" and job.state.router_retries == 2 and job.state.iteration == 3
+    assert out.result.termination_reason == "no new follow-up keyword phrases"
+    assert out.result.suggestion.request.mode == "deep_search"  # 40% < 90%: a thorough search is offered
+
+
+def test_a_reroute_never_passes_the_modes_iteration_limit():
+    job = Job(mode="direct")
+    planned(job)
+    answer_round(job, 40)  # iteration 1 at 40%: re-routed to 10k_first as iteration 2
+    assert job.state.iteration == 2 and job.state.strategy == "10k_first"
+    run_tenk_round(job, quality=0.95, chunks=1)
+    out = answer_round(job, 40)  # still 40%, one re-route left, but the mode allows 2 iterations
+    assert out.status == "completed" and job.state.iteration == 2 and job.state.router_retries == 1
+    assert out.result.termination_reason == "max iterations (2) reached"
 
 
 def sub_question(id: int, keywords: str) -> SubQuestion:
@@ -122,7 +140,8 @@ def run_tenk_round(job: Job, quality: float, chunks: int = 0, sub_questions=None
     """One 10-K round from its plan calls to its evaluation's outcome."""
     subs = sub_questions or [sub_question(1, "inventories balance sheet"), sub_question(2, "cost of sales")]
     out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
-                                                                 sub_questions=subs), usage=USAGE))
+                                                                 sub_questions=subs), usage=USAGE)
+                      if isinstance(c, TenKPlanCall) else None)  # the transcript searches beside it store evidence
     if out.calls and isinstance(out.calls[0], TenKRetrieveCall):
         out = job.respond(lambda c, it: TenKRetrieveOutput(added=2))
     assert all(isinstance(c, TenKAnswerCall) for c in out.calls)
@@ -274,3 +293,60 @@ def test_the_answer_modes_iteration_limit_ends_the_loop(mode, iterations):
     for n in range(iterations):
         out = answer_round(job, 75, keywords=[f"phrase {n}"], chunks=1)  # above the router bar (70%)
     assert out.status == "completed" and out.result.termination_reason == f"max iterations ({iterations}) reached"
+
+
+def keep_searching(job: Job, score: int, rounds: int):
+    """An evaluator that never reaches the threshold and always has a new phrase; each search finds more."""
+    out = job.last
+    for n in range(rounds):
+        out = answer_round(job, score, keywords=[f"phrase {n}"], chunks=1)
+        if out.status != "running":
+            break
+    return out
+
+
+def test_deep_search_runs_its_ten_iterations():
+    job = Job(mode="deep_search")
+    planned(job)
+    out = keep_searching(job, 80, rounds=20)
+    assert out.status == "completed" and job.state.iteration == 10
+    assert out.result.termination_reason == "max iterations (10) reached"
+    assert job.state.phase_iterations == {"planning": 1, "execution": 7, "refinement": 3}
+    assert out.result.suggestion is None  # already the thorough mode
+    assert [e.data["max_iterations"] for o in job.outcomes for e in o.events if e.type == "iteration_start"] == [10] * 10
+
+
+def test_an_explicit_max_iterations_runs_that_many():
+    job = Job(max_iterations=6)
+    planned(job)
+    out = keep_searching(job, 75, rounds=20)
+    assert job.state.iteration == 6 and out.result.termination_reason == "max iterations (6) reached"
+    assert out.result.suggestion.request.mode == "deep_search" and out.result.suggestion.request.max_iterations is None
+
+
+def test_a_refinement_round_reworks_the_answer_without_searching():
+    job = Job()
+    planned(job)
+    job.find(3, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
+    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
+        70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+    assert job.state.phase == "refinement" and job.state.revision_notes == ["no margin figure"]
+    assert out.calls == [ExtractCall(scope="ACME:2025_q1")]  # straight to the answer: no search calls
+    assert out.events[-1].data["phase"] == "refinement"
+
+
+def test_a_10k_only_question_iterates_with_what_was_missing():
+    job = Job()
+    planned(job, data_sources=["10k"], needs_10k=True)
+    out = run_tenk_round(job, quality=0.95, chunks=3)
+    assert out.calls == [ExtractCall(scope="ACME:10k")]
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    job.respond(lambda c, it: ComposeOutput(answer=answer()))
+    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(60, missing_info=["the gross margin"])))
+    assert job.state.iteration == 2 and out.calls == [
+        TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024, missing_info=["the gross margin"], previous="1:tenk1:plan:ACME")]
+    assert job.state.tenk.retrieved  # what iteration 1 searched is remembered: it is not searched again
+

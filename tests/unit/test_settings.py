@@ -38,7 +38,7 @@ def test_nested_env_delimiter(clean_env):
     clean_env.setenv("FINAGENT_PHASES__EXECUTION", "7")
     clean_env.setenv("FINAGENT_LLM_MODELS__PLANNER", "gpt-x")
     s = Settings()
-    assert s.phases.execution == 7 and s.phases.planning == 2
+    assert s.phases.execution == 7 and s.phases.planning == 3
     assert s.llm_models.planner == "gpt-x" and s.llm_models.generator == "gpt-4o-mini"
 
 
@@ -130,7 +130,7 @@ def test_masked_hides_password_containing_at_sign(clean_env):
 
 
 def test_effective_max_iterations():
-    assert PhaseLimits().effective_max_iterations() == 9  # 1+5+2 = 8, +10% (at least 1)
+    assert PhaseLimits().effective_max_iterations() == 10  # 3+3+3 = 9, +10% (at least 1)
     assert PhaseLimits().effective_max_iterations(4) == 4  # explicit wins
     assert PhaseLimits(planning=2, execution=15, refinement=3).effective_max_iterations() == 22  # 20 + 2
 
