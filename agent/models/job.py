@@ -132,6 +132,7 @@ class JobState(BaseModel):
     timing: Timing = Field(default_factory=Timing)
     tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0})
     news_status: str = "not_requested"
+    news_summary: str | None = None  # the news service's summary of the latest news search
     working_memory: str | None = None
     tenk: TenKProgress = Field(default_factory=TenKProgress)
     revision_notes: list[str] = Field(default_factory=list)  # what a refinement round must fix

@@ -28,6 +28,7 @@ class Availability(BaseModel):
 
     transcripts: dict[str, list[Period]] = Field(default_factory=dict)
     tenk: dict[str, list[Period]] = Field(default_factory=dict)
+    names: dict[str, str] = Field(default_factory=dict)  # ticker -> company name
 
     def has_10k(self, tickers: list[str]) -> bool:
         return any(self.tenk.get(t) for t in tickers)

@@ -145,7 +145,15 @@ class Step:
         if not sp.transcripts and not sp.tenk and not plan.needs_latest_news:
             reason = "; ".join(sp.problems) or "nothing to search for this question"
             return self._finish("failed", self._result("failed", error=reason))
-        return self._start_iteration(sp.queries, news_query=plan.topic if plan.needs_latest_news else None)
+        return self._start_iteration(sp.queries, news_query=self._first_news_query() if plan.needs_latest_news else None)
+
+    def _first_news_query(self) -> str:
+        """The companies by name (and ticker) and the topic: 'Acme Corp (ACME) pricing'."""
+        plan = self.state.plan
+        assert plan is not None
+        names = self.inp.availability.names
+        companies = [f"{names[t]} ({t})" if t in names else t for t in plan.tickers]
+        return " ".join([*companies, plan.topic or plan.intent]).strip()
 
     def _start_iteration(self, keywords: list[str], news_query: str | None = None,
                          missing_info: list[str] | None = None) -> StepOutcome:

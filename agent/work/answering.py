@@ -60,6 +60,7 @@ def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings]
     answer, usage = llm.compose(ComposeRequest(
         question=state.request.question, plan=state.plan, findings=findings, evidence=cited, markers=markers,
         max_tokens=state.limits.max_tokens, working_memory=state.working_memory, feedback=_feedback(state),
+        news_summary=state.news_summary,
         budget_note=budget_note,
     ))
     return attach_citations(answer, evidence, markers), usage
@@ -90,6 +91,8 @@ def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[E
     targets = target_periods(state)
     if scope == "all":
         in_scope, periods = evidence, targets
+    elif scope == "news":
+        in_scope, periods = groups.get("news", []), {}
     elif ":" in scope:
         ticker, part = scope.split(":", 1)
         in_scope = groups.get(scope, [])

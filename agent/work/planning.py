@@ -34,7 +34,12 @@ def run_planner(ctx: Context, llm: LLMProvider, state: JobState) -> tuple[Resear
 def load_availability(ctx: Context, tickers: list[str]) -> Availability:
     """Transcript quarters and 10-K years per company (cached in Redis for `quarter_cache_ttl_s`)."""
     ttl = ctx.settings.quarter_cache_ttl_s
+    names: dict[str, str] = {}
+    if tickers:
+        with ctx.pool.connection() as conn:
+            names = {c.ticker: c.name for c in load_companies(conn) if c.ticker in tickers}
     return Availability(
+        names=names,
         transcripts={t: available_periods(ctx.pool, t, "transcript", ctx.redis, ttl) for t in tickers},
         tenk={t: available_periods(ctx.pool, t, "10k", ctx.redis, ttl) for t in tickers},
     )

@@ -22,6 +22,7 @@ def quarters(*keys: str) -> list[Period]:
 AVAILABILITY = Availability(
     transcripts={"ACME": quarters("2024_q2", "2024_q3", "2024_q4", "2025_q1"), "BETA": quarters("2024_q4", "2025_q1")},
     tenk={"ACME": quarters("FY2024")},
+    names={"ACME": "Acme Corp", "BETA": "Beta Holdings"},
 )
 
 

@@ -271,10 +271,12 @@ def test_running_out_of_time_after_composing_ends_the_job():
 def test_news_is_searched_beside_the_transcripts_and_reported():
     job = Job()
     out = planned(job, needs_latest_news=True, topic="pricing")
-    assert out.calls[-1] == NewsCall(query="pricing")
+    assert out.calls[-1] == NewsCall(query="Acme Corp (ACME) pricing")  # the company by name, then the topic
     job.find(2, "ACME:2025_q1", "news")
-    out = job.respond(lambda c, it: NewsOutput(status="ok", query="pricing", count=2) if isinstance(c, NewsCall) else None)
+    out = job.respond(lambda c, it: NewsOutput(status="ok", query=c.query, count=2, summary="Prices rose.")
+                      if isinstance(c, NewsCall) else None)
     assert event_types(out) == ["news_search", "search"] and job.state.news_status == "ok"
+    assert job.state.news_summary == "Prices rose."  # kept for the generator
     assert ExtractCall(scope="news") in out.calls
 
 

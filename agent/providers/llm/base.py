@@ -41,6 +41,7 @@ class ComposeRequest(BaseModel):
     max_tokens: int
     working_memory: str | None = None
     feedback: str | None = None
+    news_summary: str | None = None  # the news service's own summary: untrusted, not citable
     budget_note: str = ""
 
 
