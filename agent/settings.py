@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     phases: PhaseLimits = PhaseLimits()
     max_duration_seconds: int = 180
     max_tool_retries: int = 2
+    # the first retry of a failed tool call waits about this long, the second twice as long; a call refused by an
+    # open circuit breaker waits until the breaker tries the service again
+    tool_retry_backoff_s: float = Field(10.0, gt=0)
     enable_dynamic_termination: bool = True
     # the evaluator's "sufficient" ends the loop only at or above this confidence
     min_confidence_threshold: float = Field(0.8, ge=0, le=1)

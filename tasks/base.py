@@ -3,6 +3,7 @@ that always completes (a task that finally fails stores a FailedOutput under its
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,9 +11,11 @@ from celery import Task
 from celery.utils.time import get_exponential_backoff_interval
 
 from agent.context import Context
+from agent.infra.breaker import CircuitOpenError
 from agent.infra.errors import classify_error
 from agent.models.steps import FailedOutput
 from agent.persistence import jobstore
+from agent.persistence.ledger import ATTEMPT_RETRIES
 from workers.app import context
 
 log = logging.getLogger(__name__)
@@ -30,16 +33,29 @@ class JobTask(Task):
         jitter; store the final failure under the call's output key."""
         ctx = context()
         key = call.output_key(iteration)
+        retries = self.request.retries or 0
+        token = ATTEMPT_RETRIES.set(retries)
         try:
             return work(ctx, job_id, iteration, call)
         except Exception as exc:
             error_class = classify_error(exc)
-            retries = self.request.retries
             if error_class in RETRYABLE and retries < min(self.max_retries, ctx.settings.max_tool_retries):
-                countdown = get_exponential_backoff_interval(factor=1, retries=retries, maximum=30, full_jitter=True)
+                countdown = retry_countdown(exc, retries, ctx.settings.tool_retry_backoff_s)
                 log.warning("%s failed (%s), retry %d in %.1fs", key, error_class, retries + 1, countdown)
                 raise self.retry(exc=exc, countdown=countdown) from exc
             log.exception("%s failed for good (%s)", key, error_class)
             jobstore.put_output(ctx.pool, job_id, key, FailedOutput(
                 error=f"{type(exc).__name__}: {exc}"[:500], error_class=error_class, retries=retries))
             return None
+        finally:
+            ATTEMPT_RETRIES.reset(token)
+
+
+def retry_countdown(exc: BaseException, retries: int, base_s: float) -> float:
+    """Exponential backoff with jitter (base, 2 x base, ...); a call refused by an open circuit breaker waits
+    until the breaker lets a trial through, so the retries outlast a short provider outage."""
+    backoff = get_exponential_backoff_interval(factor=base_s, retries=retries, maximum=600, full_jitter=False)
+    countdown = backoff * random.uniform(0.75, 1.25)
+    if isinstance(exc, CircuitOpenError):
+        countdown = max(countdown, exc.retry_after_s + random.uniform(0.5, 2.0))
+    return countdown

@@ -8,11 +8,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from agent.infra.errors import classify_error
+
+# How many times the task running this call has been retried; the task sets it, every ledger row records it.
+ATTEMPT_RETRIES: ContextVar[int] = ContextVar("attempt_retries", default=0)
 
 
 class CallRecord:
@@ -41,7 +45,7 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
         raise
     finally:
         error_class, error = error_class or rec.error_class, error or rec.error
-        retries = max(retries, rec.retries)
+        retries = max(retries, rec.retries, ATTEMPT_RETRIES.get())
         with pool.connection() as conn:
             conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
             conn.execute(

@@ -97,12 +97,12 @@ PLAN_SYSTEM = """You are the ReasoningPlanner of finagent, a research agent over
 - tickers: only tickers from the company list given (map names and aliases to tickers); never invent one. If the question is about a company not in the list, set is_valid false and say so in invalid_reason.
 - time_refs: temporal phrases copied exactly as the user wrote them ("Q4 2024", "last 3 quarters", "latest", "FY2023"); do not normalise or convert them; [] if none.
 - intent: what the user wants to learn (e.g. "look up a figure", "explain a result", "understand a trend", "compare companies").
-- topic: the main subject in a few words (e.g. "cloud revenue growth").
+- topic: the main subject in a few words (e.g. "segment revenue growth").
 - question_type: single_company, multiple_companies, or comparison (companies explicitly compared).
 - answer_mode: direct for a quick single-figure lookup; standard (default) for a balanced explanation; detailed for multi-part, multi-period trend-and-driver or multi-company analysis. Never deep_search.
 - data_sources: route by the intent, not by keywords: earnings_transcripts for quarterly results, management commentary and guidance; 10k for annual audited figures, balance sheet, segments, risk factors and business description; news for recent developments after the latest call or filing; hybrid when transcripts and 10-K are both needed.
 - needs_latest_news: true only if the answer depends on recent events. needs_10k: true if annual-report content is needed.
-- search_queries: 2-4 declarative keyword phrases for hybrid vector + keyword search (e.g. "cloud revenue growth Azure", "capex guidance 2025 AI allocation"); never questions, no question words (what, how, did, why).
+- search_queries: 2-4 declarative keyword phrases for hybrid vector + keyword search (e.g. "segment revenue growth drivers", "capital expenditure guidance next fiscal year"); never questions, no question words (what, how, did, why).
 - is_valid: false for questions that are not about public companies' results, filings or news (off-topic); then invalid_reason is one short sentence for the user; otherwise invalid_reason is null.
 - confidence: 0-1, how sure you are of this interpretation."""
 
@@ -124,7 +124,7 @@ def plan_messages(req: PlanRequest) -> Messages:
 # ---------- findings from one scope ----------
 EXTRACT_SYSTEM = """You extract findings for finagent from the passages of one scope (a company-quarter, a company's 10-K, or news).
 - Each finding is one sentence quoted or closely paraphrased from a single passage, with citation_key set to exactly that passage's citation_key.
-- Copy numbers, units and periods exactly as written (e.g. "$94.9 billion", "46.2%"); never compute, round or add figures.
+- Copy numbers, units and periods exactly as written (a dollar amount with its unit and scale, a percentage with its sign); never compute, round or add figures.
 - Prefer specific figures, growth rates, guidance and management's explanations of drivers that serve the question and the research reasoning; skip boilerplate (safe harbor, operator lines) and analysts' questions.
 - No two findings may say the same thing. If nothing is relevant, return {"findings": []}."""
 
@@ -247,8 +247,8 @@ def select_tables_messages(req: SelectTablesRequest) -> Messages:
 
 TENK_ANSWER_SYSTEM = """You answer the sub-questions of finagent's SEC 10-K agent from the 10-K tables and passages given only: no outside knowledge.
 - One finding per line, each line starting with "- ", each ending with the citation markers of its sources exactly as given ([10K1], [10K2]).
-- For table figures give the row label, the value exactly as reported and its column header (year), e.g. "- Inventories: 2023: 33,318; 2024: 34,214 [10K2]". For a split by product, category or segment list every category row.
-- For the calculation, show the formula, the inputs and the arithmetic, e.g. "- Inventory turnover (FY2024) = cost of sales / average inventory = 326,288 / ((33,318 + 34,214) / 2) = 326,288 / 33,766 = 9.66x [10K1][10K2]"; compute only from the cited figures.
+- For table figures give the row label, the value exactly as reported and its column header (year), e.g. "- Inventories: <prior year>: <value>; <year>: <value> [10K2]". For a split by product, category or segment list every category row.
+- For the calculation, show the formula, the inputs and the arithmetic, e.g. "- Inventory turnover (FY<year>) = cost of sales / average inventory = A / ((B + C) / 2) = A / D = Rx [10K1][10K2]" with the cited figures in place of A, B, C, D and the result in place of R; compute only from the cited figures.
 - For explanations quote the one or two most specific sentences verbatim, with their marker.
 - If a needed figure or passage is not in the sources, say so on its own line ("- Not found in the retrieved 10-K: ...") instead of guessing.
 - Reply with the lines only: no JSON, no preamble."""

@@ -4,13 +4,17 @@ falling back to the extractive provider for anything not scripted.
 Script file (JSON): {"plan": {...ResearchPlan...},
                      "evaluate": {"1": {...Evaluation...}, "2": {...}},
                      "evaluate_10k": {"1": {...TenKEvaluation...}},  (keyed by 10-K round)
-                     "fail": {"plan": "ConnectionError: upstream down"}}
+                     "fail": {"plan": "ConnectionError: upstream down"},      (every call of the role fails)
+                     "fail_first": {"extract": 1}}                          (the first N calls fail, then succeed)
+The calls made per role are counted in a file beside the script, shared by every worker process.
 """
 from __future__ import annotations
 
 import builtins
 import json
 from pathlib import Path
+
+import fasteners
 
 from agent.models.research import Evaluation, ResearchPlan, Usage
 from agent.providers.llm.extractive import ExtractiveProvider
@@ -35,10 +39,23 @@ class ScriptedProvider(ExtractiveProvider):
         return cls(Path(settings.llm_script_path))
 
     def _maybe_fail(self, role: str) -> None:
-        spec = self.script.get("fail", {}).get(role)
+        script = self.script
+        spec = script.get("fail", {}).get(role)
         if spec:
             name, _, message = spec.partition(":")
             raise getattr(builtins, name.strip(), RuntimeError)(message.strip())
+        first = int(script.get("fail_first", {}).get(role, 0))
+        if first and self._count(role) <= first:
+            raise ConnectionError(f"scripted outage of {role}")
+
+    def _count(self, role: str) -> int:
+        """This call's number among the role's calls (1-based), across processes."""
+        counts = self.path.with_suffix(".calls.json")
+        with fasteners.InterProcessLock(str(self.path.with_suffix(".lock"))):
+            data = json.loads(counts.read_text()) if counts.exists() else {}
+            data[role] = data.get(role, 0) + 1
+            counts.write_text(json.dumps(data))
+        return data[role]
 
     def plan(self, req):
         self._maybe_fail("plan")
