@@ -49,6 +49,20 @@ DEFAULT_MODES: dict[AnswerMode, ModeConfig] = {
 }
 
 
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    prompt: float = Field(ge=0)
+    completion: float = Field(ge=0)
+
+
+# list prices of the default models; set FINAGENT_LLM_PRICES for the models you use
+DEFAULT_PRICES: dict[str, ModelPrice] = {
+    "gpt-4o-mini": ModelPrice(prompt=0.15, completion=0.60),
+    "gpt-4o": ModelPrice(prompt=2.50, completion=10.00),
+}
+
+
 class LLMRoles(BaseModel):
     planner: str = "gpt-4o-mini"
     generator: str = "gpt-4o-mini"
@@ -98,6 +112,9 @@ class Settings(BaseSettings):
     llm_json_schema: bool = False  # use response_format json_schema where the server supports it
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
+    llm_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    # identical LLM requests are answered from a Redis response cache for this long (0 turns it off)
+    llm_cache_ttl_s: int = Field(24 * 3600, ge=0)
     embedding_provider: Literal["local", "openai", "hash"] = "local"
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_dim: int = 384
@@ -195,6 +212,13 @@ class Settings(BaseSettings):
                 value = _mask_secrets(err["input"]) if not path else err["input"]
                 errors.append({"type": PydanticCustomError(err["type"], msg), "loc": err["loc"], "input": value})
             raise ValidationError.from_exception_data(exc.title, errors) from None
+
+    def cost_usd(self, model: str | None, prompt_tokens: int, completion_tokens: int) -> float:
+        """What tokens of `model` cost at the price table (0 for the offline providers or an unpriced model)."""
+        price = self.llm_prices.get(model or "")
+        if price is None:
+            return 0.0
+        return (prompt_tokens * price.prompt + completion_tokens * price.completion) / 1_000_000
 
     def mode(self, mode: AnswerMode | str) -> ModeConfig:
         return self.modes[AnswerMode(mode)]

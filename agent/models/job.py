@@ -131,6 +131,8 @@ class JobState(BaseModel):
     reasoning_trace: list[str] = Field(default_factory=list)
     timing: Timing = Field(default_factory=Timing)
     tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0})
+    cost_usd: float = 0.0  # at the settings' price table
+    cache_hits: int = 0  # LLM calls answered from the response cache
     news_status: str = "not_requested"
     news_summary: str | None = None  # the news service's summary of the latest news search
     working_memory: str | None = None
@@ -168,6 +170,8 @@ class JobResult(BaseModel):
     sources: dict[str, int] = Field(default_factory=dict)
     evaluations: list[IterationRecord] = Field(default_factory=list)
     tokens: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float = 0.0
+    cache_hits: int = 0
     provider: str
     mode: str | None = None
     termination_reason: str | None = None

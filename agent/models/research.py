@@ -21,10 +21,16 @@ def _transcripts_only() -> list[DataSource]:
 
 
 class Usage(BaseModel):
-    """Tokens one provider call used."""
+    """Tokens one provider call used, the model that used them, and whether the response cache answered."""
 
     prompt: int = 0
     completion: int = 0
+    model: str | None = None
+    cached: bool = False
+
+    def add(self, other: Usage) -> Usage:
+        return Usage(prompt=self.prompt + other.prompt, completion=self.completion + other.completion,
+                     model=self.model or other.model, cached=self.cached and other.cached)
 
 
 class ResearchPlan(BaseModel):

@@ -14,6 +14,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agent.infra.errors import classify_error
+from agent.models.research import Usage
+from agent.settings import Settings
 
 # How many times the task running this call has been retried; the task sets it, every ledger row records it.
 ATTEMPT_RETRIES: ContextVar[int] = ContextVar("attempt_retries", default=0)
@@ -25,6 +27,14 @@ class CallRecord:
         self.retries = 0
         self.error_class: str | None = None  # for tools that report failure in their result instead of raising
         self.error: str | None = None
+        self.usage = Usage()
+        self.cost_usd = 0.0
+
+    def use(self, usage: Usage, settings: Settings) -> None:
+        """Charge the call with an LLM's usage (add to it: a call may make several LLM requests)."""
+        self.usage = self.usage.add(usage) if self.usage.model or self.usage.prompt else usage
+        if not usage.cached:
+            self.cost_usd += settings.cost_usd(usage.model, usage.prompt, usage.completion)
 
 
 def worker_identity() -> str:
@@ -50,18 +60,21 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
             conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
             conn.execute(
                 "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries,"
-                " error_class, error, worker) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                " error_class, error, worker, prompt_tokens, completion_tokens, cost_usd, cached)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
                 " ON CONFLICT (job_id, call_key) DO UPDATE SET duration_ms=EXCLUDED.duration_ms, result_size=EXCLUDED.result_size,"
                 " retries=EXCLUDED.retries, error_class=EXCLUDED.error_class, error=EXCLUDED.error, started_at=EXCLUDED.started_at,"
-                " worker=EXCLUDED.worker",
+                " worker=EXCLUDED.worker, prompt_tokens=EXCLUDED.prompt_tokens, completion_tokens=EXCLUDED.completion_tokens,"
+                " cost_usd=EXCLUDED.cost_usd, cached=EXCLUDED.cached",
                 (job_id, call_key, tool, Jsonb(params), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
-                 error_class, error, worker_identity()),
+                 error_class, error, worker_identity(), rec.usage.prompt, rec.usage.completion, rec.cost_usd, rec.usage.cached),
             )
 
 
 def load_ledger(pool, job_id: str) -> list[dict]:
     with pool.connection() as conn:
         return conn.execute(
-            "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error, worker"
+            "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error, worker,"
+            " prompt_tokens, completion_tokens, cost_usd, cached"
             " FROM job_tool_calls WHERE job_id=%s ORDER BY started_at", (job_id,)
         ).fetchall()

@@ -90,9 +90,15 @@ class Step:
     def _read(self, stage: Stage, round: int | None = None) -> dict[StepKey, StepOutput]:
         """The outputs of `stage` in this iteration; their token usage joins the job's."""
         outputs = self.inp.outputs.of(self.state.iteration, stage, round)
+        st = self.state
         for out in outputs.values():
-            for k, v in out.usage.model_dump().items():
-                self.state.tokens[k] = self.state.tokens.get(k, 0) + v
+            u = out.usage
+            if u.cached:
+                st.cache_hits += 1
+                continue
+            st.tokens["prompt"] = st.tokens.get("prompt", 0) + u.prompt
+            st.tokens["completion"] = st.tokens.get("completion", 0) + u.completion
+            st.cost_usd += self.settings.cost_usd(u.model, u.prompt, u.completion)
         return outputs
 
     def _result(self, status: str, error: str | None = None, note: str | None = None) -> JobResult:

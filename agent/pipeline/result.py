@@ -26,6 +26,8 @@ def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provid
         sources={k: evidence.sources.get(k, 0) for k in ("earnings_transcripts", "10k", "news")},
         evaluations=state.iterations,
         tokens=dict(state.tokens),
+        cost_usd=round(state.cost_usd, 6),
+        cache_hits=state.cache_hits,
         provider=provider,
         mode=state.plan.answer_mode.value if state.plan else None,
         termination_reason=state.termination_reason or note or error,

@@ -33,6 +33,7 @@ def do_plan(ctx: Context, job_id: str, iteration: int, call: PlanCall) -> None:
     with record_call(ctx.pool, job_id, str(key), "llm.plan", {"provider": ctx.llm.name}) as rec:
         plan, usage = run_planner(ctx, ctx.llm, state)
         rec.result_size = len(plan.search_queries)
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, PlanOutput(plan=plan, usage=usage))
 
 
@@ -56,6 +57,7 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
     with record_call(ctx.pool, job_id, str(key), "llm.extract", {"scope": scope, "provider": ctx.llm.name}) as rec:
         findings, usage = run_extract(ctx.llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(findings.findings)
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings, usage=usage))
 
 
@@ -68,6 +70,7 @@ def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> 
     with record_call(ctx.pool, job_id, str(key), "llm.compose", {"scopes": len(findings), "provider": ctx.llm.name}) as rec:
         answer, usage = run_compose(ctx.llm, state, findings, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(answer.text)
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, ComposeOutput(answer=answer, usage=usage))
 
 
@@ -75,8 +78,9 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -
     state = jobstore.load_state(ctx.pool, job_id)
     evidence = jobstore.load_evidence(ctx.pool, job_id)
     key = call.output_key(iteration)
-    with record_call(ctx.pool, job_id, str(key), "llm.evaluate", {"scope": call.scope, "provider": ctx.llm.name}):
+    with record_call(ctx.pool, job_id, str(key), "llm.evaluate", {"scope": call.scope, "provider": ctx.llm.name}) as rec:
         evaluation, usage = run_evaluate(ctx.llm, state, call.scope, evidence, assign_markers(evidence), budget_note(state))
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, EvaluateOutput(evaluation=evaluation, usage=usage))
 
 

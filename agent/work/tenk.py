@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from agent.context import Context
-from agent.models.research import Evidence
+from agent.models.research import Evidence, Usage
 from agent.models.steps import (
     Stage,
     StepKey,
@@ -57,13 +57,14 @@ def do_plan(ctx: Context, job_id: str, iteration: int, call: TenKPlanCall) -> No
             question=state.request.question, ticker=call.ticker, fiscal_year=call.fiscal_year,
             missing_info=call.missing_info, previous=previous, budget_note=budget_note(state)))
         rec.result_size = len(plan.sub_questions)
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, TenKPlanOutput(plan=plan, usage=usage))
 
 
 def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCall) -> None:
     """One of the parallel retrieval calls; it handles its share of the sub-questions in turn."""
     state = jobstore.load_state(ctx.pool, job_id)
-    added, prompt, completion = 0, 0, 0
+    added, total = 0, Usage()
     plans: dict[str, TenKPlan] = {}
     for a in call.assignments:
         plan = plans.setdefault(a.ticker, _plan(ctx, job_id, iteration, call.round, a.ticker))
@@ -76,10 +77,10 @@ def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCal
                                        budget_note=budget_note(state))
             n = jobstore.add_evidence(ctx.pool, job_id, evidence)
             rec.result_size = len(evidence)
+            rec.use(usage, ctx.settings)
         added += n
-        prompt, completion = prompt + usage.prompt, completion + usage.completion
-    jobstore.put_output(ctx.pool, job_id, call.output_key(iteration),
-                        TenKRetrieveOutput(added=added, usage={"prompt": prompt, "completion": completion}))
+        total = total.add(usage)
+    jobstore.put_output(ctx.pool, job_id, call.output_key(iteration), TenKRetrieveOutput(added=added, usage=total))
 
 
 def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -> None:
@@ -91,6 +92,7 @@ def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -
         answer, usage = ctx.llm.answer_10k(TenKAnswerRequest(question=state.request.question, plan=plan, evidence=evidence,
                                                              markers=markers, budget_note=budget_note(state)))
         rec.result_size = len(answer.text)
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage))
 
 
@@ -101,11 +103,12 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCal
     answer = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_answer, round=call.round, part=call.ticker))
     answered = answer if isinstance(answer, TenKAnswerOutput) else None
     key = call.output_key(iteration)
-    with record_call(ctx.pool, job_id, str(key), "llm.evaluate_10k", {"ticker": call.ticker}):
+    with record_call(ctx.pool, job_id, str(key), "llm.evaluate_10k", {"ticker": call.ticker}) as rec:
         ev, usage = ctx.llm.evaluate_10k(TenKEvaluateRequest(
             question=state.request.question, plan=plan, round=call.round,
             answer=answered.answer.text if answered else "", evidence=evidence,
             markers=answered.markers if answered else markers, budget_note=budget_note(state)))
+        rec.use(usage, ctx.settings)
     jobstore.put_output(ctx.pool, job_id, key, TenKEvaluateOutput(evaluation=ev, usage=usage))
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models.research import ScopeFindings, TickerPeriods
+from agent.models.research import ScopeFindings, TickerPeriods, Usage
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -352,3 +352,17 @@ def test_a_10k_only_question_iterates_with_what_was_missing():
         TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024, missing_info=["the gross margin"], previous="1:tenk1:plan:ACME")]
     assert job.state.tenk.retrieved  # what iteration 1 searched is remembered: it is not searched again
 
+
+
+def test_tokens_cost_and_cache_hits_add_up_from_every_call():
+    job = Job()
+    job.advance()
+    priced = Usage(prompt=1_000_000, completion=1_000_000, model="gpt-4o-mini")
+    job.respond(lambda c, it: PlanOutput(plan=plan(), usage=priced))
+    job.find(2, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=Usage(cached=True, model="gpt-4o-mini")))
+    job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=Usage(prompt=10, completion=5)))
+    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(95, scope=c.scope), usage=Usage(prompt=1, completion=1)))
+    assert out.result.tokens == {"prompt": 1_000_000 + 10 + 2, "completion": 1_000_000 + 5 + 2}
+    assert out.result.cost_usd == 0.75 and out.result.cache_hits == 1  # 0.15 + 0.60 per million; the cached extract

@@ -35,6 +35,10 @@ def _words(text: str) -> set[str]:
 class ExtractiveProvider(ExtractiveTenKRoles):
     name = "extractive"
 
+    @property
+    def cache_namespace(self) -> str:
+        return "extractive:1"  # bump when the rules change, so answers cached under the old rules are not reused
+
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
         q = req.question if not req.feedback else f"{req.question} {req.feedback}"

@@ -76,4 +76,9 @@ def make_llm(settings: Settings, redis=None):
         from agent.providers.llm.extractive import ExtractiveProvider
 
         provider = ExtractiveProvider()
+    if redis is not None and settings.llm_cache_ttl_s > 0:
+        from agent.providers.llm.cache import CachedProvider
+
+        provider = CachedProvider(provider, redis, settings.llm_cache_ttl_s)
+    # the injected latency stays outside the cache: a benchmark's calls keep their cost even when answered from it
     return DelayedProvider(provider, settings.llm_latency_s) if settings.llm_latency_s > 0 else provider

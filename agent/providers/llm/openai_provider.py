@@ -48,6 +48,8 @@ class OpenAIProvider:
     def __init__(self, settings: Settings, *, use_json_schema: bool = False, client: OpenAI | None = None):
         self.models = settings.llm_models.model_copy()
         self.use_json_schema = use_json_schema
+        # the response cache keys on the endpoint and the models: another model must not answer from it
+        self.cache_namespace = f"openai:{settings.llm_base_url or 'api.openai.com'}:{self.models.model_dump_json()}"
         self.client = client or OpenAI(
             base_url=settings.llm_base_url,
             api_key=api_key_for(settings),

@@ -11,6 +11,7 @@ The calls made per role are counted in a file beside the script, shared by every
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 from pathlib import Path
 
@@ -26,6 +27,12 @@ class ScriptedProvider(ExtractiveProvider):
 
     def __init__(self, path: Path):
         self.path = path
+
+    @property
+    def cache_namespace(self) -> str:
+        """A changed script must not be answered from responses cached under the old one."""
+        text = self.path.read_text() if self.path.exists() else ""
+        return "scripted:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
     def script(self) -> dict:

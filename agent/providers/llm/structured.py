@@ -70,7 +70,7 @@ def repair_message(error: str) -> str:
 def complete_json(client: Any, *, role: str, model: str, messages: list[ChatCompletionMessageParam], schema: type[T],
                   use_json_schema: bool = False, **create_kwargs: Any) -> tuple[T, Usage]:
     """One chat completion parsed into `schema`; one repair retry on invalid JSON; usage summed over both."""
-    usage = Usage()
+    usage = Usage(model=model)
     fmt = response_format(schema, use_json_schema)
 
     def attempt(convo: list[ChatCompletionMessageParam]) -> tuple[T | None, str, str]:
