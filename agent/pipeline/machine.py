@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
-from agent.models.research import SearchPlan
+from agent.models.research import Evaluation, SearchPlan
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -220,13 +220,15 @@ class Step:
         if total == 0:
             return self._finish("completed", self._result(
                 "completed", note="No evidence was found in the ingested sources for this question."))
-        if self.state.answer is not None and (added == 0 or out_of_time(self.state, self.now)):
-            # an empty refinement keeps the previous working set: nothing new to regenerate from
-            return self._keep_previous_answer()
+        if self.state.answer is not None and out_of_time(self.state, self.now):
+            return self._keep_previous_answer("max_duration_seconds ran out")
+        if self.state.answer is not None and added == 0:
+            # an empty round keeps the previous working set: nothing new to regenerate from, so the previous
+            # answer and its evaluation stand, and the loop decides again from them
+            return self._conclude(self.state.iterations[-1].evaluation, "follow-up search found nothing new; ")
         return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in ev.scopes])
 
-    def _keep_previous_answer(self) -> StepOutcome:
-        reason = "max_duration_seconds ran out" if out_of_time(self.state, self.now) else "follow-up search found nothing new"
+    def _keep_previous_answer(self, reason: str) -> StepOutcome:
         last = self.state.iterations[-1]
         self.emit("agent_decision", f"Keeping the previous answer: {reason}", confidence=last.confidence, issues=[],
                   will_iterate=False)
@@ -269,17 +271,22 @@ class Step:
         if not parts:
             st.termination_reason = "every evaluation failed; returning the unevaluated answer"
             return self._finish("completed", self._result("completed"))
-        evaluation = merge_evaluations(parts)
+        return self._conclude(merge_evaluations(parts))
+
+    def _conclude(self, evaluation: Evaluation, note: str = "") -> StepOutcome:
+        """Record the iteration and act on the decision: a search round, a refinement round, a re-route, or the end."""
+        st = self.state
         alternative, widened = self._reroute_candidate()
         decision = decide(st, evaluation, self.now, self.settings, reroute=alternative)
         total, added = self.inp.evidence.total, self.inp.evidence.added(st.iteration)
         conf = evaluation.overall_confidence
         st.iterations.append(IterationRecord(
             iteration=st.iteration, confidence=conf, evaluation=evaluation, chunks_total=total, chunks_added=added,
-            keywords=st.pending_keywords, will_iterate=decision.will_iterate, reason=decision.reason))
-        st.trace(f"iteration {st.iteration}: confidence {conf:.2f}; {decision.reason}")
+            keywords=st.pending_keywords, will_iterate=decision.will_iterate, reason=note + decision.reason))
+        st.trace(f"iteration {st.iteration}: confidence {conf:.2f}; {note}{decision.reason}")
         summary = "; ".join(evaluation.missing_info[:2] or evaluation.issues[:2])
-        self.emit("agent_decision", f"Answer quality: {conf:.0%}." + (f" Missing: {summary}." if summary else ""),
+        kept = "Keeping the previous answer: nothing new was found. " if note else ""
+        self.emit("agent_decision", kept + f"Answer quality: {conf:.0%}." + (f" Missing: {summary}." if summary else ""),
                   confidence=conf, issues=evaluation.issues, missing_info=evaluation.missing_info,
                   will_iterate=decision.will_iterate, action=decision.action, reason=decision.reason,
                   scores={k: getattr(evaluation, f"{k}_score") for k in ("completeness", "specificity", "accuracy", "clarity")})
@@ -291,7 +298,7 @@ class Step:
         if decision.action == "reroute":
             assert alternative is not None and widened is not None
             return self._reroute(alternative, widened, conf, decision.keywords, evaluation.missing_info)
-        st.termination_reason = decision.reason
+        st.termination_reason = note + decision.reason
         return self._finish("completed", self._result("completed"))
 
     def _reroute_candidate(self) -> tuple[str | None, SearchPlan | None]:

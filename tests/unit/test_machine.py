@@ -218,13 +218,23 @@ def test_no_evidence_completes_with_a_note():
     assert out.status == "completed" and out.result.answer.startswith("No evidence was found")
 
 
-def test_an_empty_refinement_keeps_the_previous_answer():
+def test_an_empty_round_keeps_the_previous_answer_and_decides_again():
     job = Job()
     planned(job)
-    answer_round(job, 50, keywords=["capital returns"])
+    answer_round(job, 75, keywords=["capital returns"])
+    out = answer_round(job, 90, chunks=0)  # the follow-up search finds nothing new: no extraction, no new answer
+    assert out.status == "completed" and out.calls == []
+    assert out.result.termination_reason == "follow-up search found nothing new; no new follow-up keyword phrases"
+    assert out.result.answer == "Revenue rose [1]." and out.result.iterations == 2
+    assert out.result.evaluations[1].confidence == 0.75 and out.result.evaluations[1].chunks_added == 0
+
+
+def test_an_empty_round_goes_on_when_there_is_more_to_try():
+    job = Job()
+    planned(job)
+    answer_round(job, 50, keywords=["capital returns"])  # 50% < 70%: after the empty round, a re-route widens
     out = answer_round(job, 90, chunks=0)
-    assert out.status == "completed" and out.result.termination_reason == "follow-up search found nothing new"
-    assert out.result.answer == "Revenue rose [1]." and out.result.iterations == 1
+    assert out.status == "running" and job.state.strategy == "10k_first" and job.state.iteration == 3
 
 
 def test_a_compose_failure_fails_a_first_answer_and_keeps_a_later_one():
