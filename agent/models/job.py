@@ -83,6 +83,15 @@ class Outbox(BaseModel):
         return [{"type": e[0], "message": e[1], "data": e[2]} if isinstance(e, (list, tuple)) else e for e in v or []]
 
 
+class ContextUse(BaseModel):
+    """How the latest answer used the evidence: passages read verbatim, and those over the token budget that
+    reached it only through the working-memory summary (with the scopes they came from)."""
+
+    verbatim: int = 0
+    summarised: int = 0
+    summarised_scopes: list[str] = Field(default_factory=list)
+
+
 class TenKProgress(BaseModel):
     """The 10-K agent's rounds within one iteration."""
 
@@ -138,6 +147,7 @@ class JobState(BaseModel):
     working_memory: str | None = None
     tenk: TenKProgress = Field(default_factory=TenKProgress)
     revision_notes: list[str] = Field(default_factory=list)  # what a refinement round must fix
+    context: ContextUse = Field(default_factory=ContextUse)
     started_at: float | None = None
     inflight: list[TaskCall] = Field(default_factory=list)  # the calls of the stage in flight, for resume
     termination_reason: str | None = None
@@ -172,6 +182,7 @@ class JobResult(BaseModel):
     tokens: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0
     cache_hits: int = 0
+    context: ContextUse = Field(default_factory=ContextUse)
     provider: str
     mode: str | None = None
     termination_reason: str | None = None

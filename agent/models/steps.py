@@ -110,6 +110,9 @@ class NewsOutput(BaseModel):
 class ExtractOutput(BaseModel):
     findings: ScopeFindings
     usage: Usage = Field(default_factory=Usage)
+    verbatim: int = 0  # passages the findings were drawn from
+    summarised: list[str] = Field(default_factory=list)  # citation keys over the budget, folded into `summary`
+    summary: str | None = None
 
 
 class ComposeOutput(BaseModel):

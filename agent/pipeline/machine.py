@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
+from agent.models.job import ContextUse, IterationRecord, JobResult, JobState, StepEvent, TimedStage
 from agent.models.research import Evaluation, SearchPlan
 from agent.models.steps import (
     ComposeCall,
@@ -46,6 +46,7 @@ from agent.models.steps import (
     EvaluateCall,
     EvaluateOutput,
     ExtractCall,
+    ExtractOutput,
     FailedOutput,
     JobStep,
     NewsCall,
@@ -237,8 +238,14 @@ class Step:
         return self._finish("completed", self._result("completed"))
 
     def after_extract(self) -> StepOutcome:
+        """What went over the budget is folded into the job's working memory, which the composer reads."""
         self._stage_time("generation")
-        self._read(Stage.extract)
+        outs = [o for o in self._read(Stage.extract).values() if isinstance(o, ExtractOutput)]
+        st = self.state
+        st.context = ContextUse(verbatim=sum(o.verbatim for o in outs), summarised=sum(len(o.summarised) for o in outs),
+                                summarised_scopes=sorted(o.findings.scope for o in outs if o.summarised))
+        summaries = [f"{o.findings.scope}: {o.summary}" for o in outs if o.summary]
+        st.working_memory = "\n".join(summaries) or None
         return self._dispatch(Stage.compose, [ComposeCall()])
 
     def after_compose(self) -> StepOutcome:

@@ -28,6 +28,7 @@ def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provid
         tokens=dict(state.tokens),
         cost_usd=round(state.cost_usd, 6),
         cache_hits=state.cache_hits,
+        context=state.context,
         provider=provider,
         mode=state.plan.answer_mode.value if state.plan else None,
         termination_reason=state.termination_reason or note or error,

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from pydantic import BaseModel
+
 from agent.models.corpus import Period
 from agent.models.job import JobState
 from agent.models.research import Answer, Citation, Evaluation, Evidence, Finding, ScopeFindings, Usage
@@ -24,13 +26,27 @@ def assign_markers(evidence: list[Evidence]) -> dict[str, str]:
     return markers
 
 
+class Compressed(BaseModel):
+    """One scope's evidence under the token budget: what goes in verbatim, and what only through the summary."""
+
+    kept: list[Evidence]
+    summarised: list[str] = []  # citation keys
+    summary: str | None = None
+
+
+def compress(evidence: list[Evidence], max_tokens: int) -> Compressed:
+    kept, summary = fit_budget(evidence, max_tokens)
+    keys = {e.citation_key for e in kept}
+    return Compressed(kept=kept, summarised=[e.citation_key for e in evidence if e.citation_key not in keys], summary=summary)
+
+
 def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence], str | None]:
-    """Context compression: keep the best evidence that fits the mode's token budget and
-    fold the rest into a short working-memory summary."""
+    """Context compression: keep the newest and best evidence that fits the mode's token budget (about four
+    characters a token) and fold the older rest into a short working-memory summary, naming each passage's period."""
     budget_chars = max_tokens * 4
     kept: list[Evidence] = []
     used = 0
-    for ev in sorted(evidence, key=lambda e: -e.score):
+    for ev in sorted(evidence, key=lambda e: (-e.iteration, -e.score)):
         if used + len(ev.text) > budget_chars and kept:
             continue
         kept.append(ev)
@@ -44,12 +60,15 @@ def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence
 
 
 def run_extract(llm: LLMProvider, state: JobState, scope: str, evidence: list[Evidence], markers: dict[str, str],
-                budget_note: str) -> tuple[ScopeFindings, Usage]:
+                budget_note: str) -> tuple[ScopeFindings, Usage, Compressed]:
+    """Findings from all of one scope's evidence: what fits the budget verbatim, the rest as a summary."""
     assert state.plan is not None and state.limits is not None
     per_scope = {"direct": 3, "standard": 4, "detailed": 5, "deep_search": 6}[state.plan.answer_mode.value]
-    in_scope, _ = fit_budget(group_by_scope(evidence).get(scope, []), state.limits.max_tokens)
-    return llm.extract(ExtractRequest(question=state.request.question, reasoning=state.plan.reasoning, scope=scope,
-                                      evidence=in_scope, markers=markers, max_findings=per_scope, budget_note=budget_note))
+    packed = compress(group_by_scope(evidence).get(scope, []), state.limits.max_tokens)
+    findings, usage = llm.extract(ExtractRequest(
+        question=state.request.question, reasoning=state.plan.reasoning, scope=scope, evidence=packed.kept,
+        markers=markers, max_findings=per_scope, budget_note=budget_note))
+    return findings, usage, packed
 
 
 def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings], evidence: list[Evidence],

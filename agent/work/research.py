@@ -52,13 +52,15 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
         tenk = latest_tenk_answer(ctx.pool, job_id, scope.split(":")[0])
         if tenk:  # the 10-K agent already answered (with its calculations): its lines are this scope's findings
             findings = findings_from_answer(scope, tenk.answer.text, tenk.markers)
-            jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings))
+            verbatim = sum(1 for e in evidence if e.source_type in ("10k", "10k_table") and f"{e.ticker}:10k" == scope)
+            jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings, verbatim=verbatim))
             return
     with record_call(ctx.pool, job_id, str(key), "llm.extract", {"scope": scope, "provider": ctx.llm.name}) as rec:
-        findings, usage = run_extract(ctx.llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
+        findings, usage, packed = run_extract(ctx.llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(findings.findings)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings, usage=usage))
+    jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings, usage=usage, verbatim=len(packed.kept),
+                                                             summarised=packed.summarised, summary=packed.summary))
 
 
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:

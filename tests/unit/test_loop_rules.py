@@ -266,3 +266,13 @@ def test_broad_window_widens_and_10k_years_follow_the_question():
     assert sp.transcripts == [] and sp.tenk == [TickerPeriods(ticker="ACME", periods=["FY2024"])]
     assert plan_search(plan(tickers=["BETA"], needs_10k=True), AVAILABILITY).problems == ["no 10-K filing is ingested for BETA"]
     assert plan_search(plan(time_refs=[], answer_mode="direct"), AVAILABILITY).transcripts[0].periods == ["2025_q1"]
+
+
+def test_compression_keeps_the_newest_evidence_and_lists_what_it_summarised():
+    from agent.work.answering import compress
+
+    old = [ev(i, "x" * 900, 0.9).model_copy(update={"iteration": 1}) for i in range(1, 6)]
+    new = [ev(i, "y" * 900, 0.1).model_copy(update={"iteration": 2}) for i in range(6, 9)]
+    packed = compress(old + new, max_tokens=1000)  # 4,000 characters: four passages
+    assert sorted(e.chunk_id for e in packed.kept) == [1, 6, 7, 8]  # the newest, then the best of the older
+    assert packed.summarised == [f"transcript:{i}" for i in (2, 3, 4, 5)] and packed.summary.startswith("4 lower-ranked")

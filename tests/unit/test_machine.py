@@ -376,3 +376,17 @@ def test_tokens_cost_and_cache_hits_add_up_from_every_call():
     out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(95, scope=c.scope), usage=Usage(prompt=1, completion=1)))
     assert out.result.tokens == {"prompt": 1_000_000 + 10 + 2, "completion": 1_000_000 + 5 + 2}
     assert out.result.cost_usd == 0.75 and out.result.cache_hits == 1  # 0.15 + 0.60 per million; the cached extract
+
+
+def test_evidence_over_the_budget_reaches_the_answer_through_working_memory():
+    job = Job()
+    planned(job)
+    job.find(9, "ACME:2024_q4", "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    out = job.respond(lambda c, it: ExtractOutput(
+        findings=ScopeFindings(scope=c.scope), verbatim=3,
+        summarised=["transcript:7", "transcript:8"] if c.scope.endswith("2024_q4") else [],
+        summary="ACME Q4 2024: Margins widened" if c.scope.endswith("2024_q4") else None))
+    assert out.calls == [ComposeCall()]
+    assert job.state.working_memory == "ACME:2024_q4: ACME Q4 2024: Margins widened"
+    assert job.state.context.model_dump() == {"verbatim": 6, "summarised": 2, "summarised_scopes": ["ACME:2024_q4"]}
