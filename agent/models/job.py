@@ -101,6 +101,7 @@ class TenKProgress(BaseModel):
     open: list[str] = Field(default_factory=list)  # tickers still below the quality threshold
     retrieved: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> sub-question signatures already searched
     last_plan: dict[str, str] = Field(default_factory=dict)  # ticker -> step key of its latest 10-K plan
+    searched: bool = False  # this iteration's transcript and news searches have been dispatched
     done: bool = False
 
 

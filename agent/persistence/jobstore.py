@@ -7,6 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from agent.models.corpus import Period
 from agent.models.job import JobResult, JobState, Outbox
 from agent.models.research import Evidence
 from agent.models.steps import StepKey, StepOutput
@@ -97,6 +98,16 @@ def load_evidence(pool, job_id: str) -> list[Evidence]:
             "SELECT payload FROM job_evidence WHERE job_id = %s ORDER BY iteration, score DESC, citation_key", (job_id,)
         ).fetchall()
     return [Evidence.model_validate(r["payload"]) for r in rows]
+
+
+def evidence_keys(pool, job_id: str, ticker: str, period: Period) -> set[str]:
+    """The citation keys the job already holds for one company-period."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT citation_key FROM job_evidence WHERE job_id = %s AND payload->>'ticker' = %s"
+            " AND (payload->>'fiscal_year')::int = %s AND (payload->>'fiscal_quarter')::int = %s",
+            (job_id, ticker, period.fiscal_year, period.fiscal_quarter)).fetchall()
+    return {r["citation_key"] for r in rows}
 
 
 def count_evidence(pool, job_id: str) -> int:

@@ -179,9 +179,9 @@ class Step:
         if st.iteration > 1 and (keywords or news_query):
             self.emit("iteration_followup", "Searching for: " + ", ".join(keywords + ([news_query] if news_query else [])),
                       keywords=keywords, news_query=news_query)
-        searches = self._search_calls()
         if tenk_stages.has_targets(self):
-            return tenk_stages.start_tenk(self, searches, missing_info or [])
+            return tenk_stages.start_tenk(self, missing_info or [])
+        searches = self._search_calls()
         if not searches:  # nothing left to search: answer from the evidence so far
             return self.after_search()
         return self._dispatch(Stage.search, searches)

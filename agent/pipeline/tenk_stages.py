@@ -36,28 +36,44 @@ def _targets(step: Step) -> list[tuple[str, int]]:
     return [(tp.ticker, int(tp.periods[0].removeprefix("FY"))) for tp in step.state.search_plan.tenk if tp.periods]
 
 
-def start_tenk(step: Step, searches: list[TaskCall], missing_info: list[str]) -> StepOutcome:
-    """The 10-K agent's first round of this iteration, dispatched in one chord with the iteration's transcript
-    and news searches, so they run concurrently. In a follow-up iteration it replans from what the evaluation
-    found missing, and sub-questions already searched are not searched again."""
+def start_tenk(step: Step, missing_info: list[str]) -> StepOutcome:
+    """The 10-K agent's first round of this iteration. Its retrievals are dispatched in one chord with the
+    iteration's transcript and news searches, so they run concurrently. In a follow-up iteration it replans
+    from what the evaluation found missing, and sub-questions already searched are not searched again."""
     old = step.state.tenk
     tickers = [t for t, _ in _targets(step)]
     step.state.tenk = TenKProgress(round=1, open=tickers, missing={t: missing_info for t in tickers if missing_info},
                                    retrieved=old.retrieved, last_plan=old.last_plan)
-    return _tenk_plan_calls(step, searches)
+    return _tenk_plan_calls(step)
 
 
-def _tenk_plan_calls(step: Step, searches: list[TaskCall] | None = None) -> StepOutcome:
+def _tenk_plan_calls(step: Step) -> StepOutcome:
     tk = step.state.tenk
     calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []),
                                           previous=tk.last_plan.get(t) if tk.round == 1 else None)
                              for t, fy in _targets(step) if t in tk.open]
-    return step._dispatch(Stage.tenk_plan, calls + (searches or []))
+    return step._dispatch(Stage.tenk_plan, calls)
+
+
+def _with_searches(step: Step, calls: list[TaskCall]) -> list[TaskCall]:
+    """The iteration's transcript and news searches join the first chord of 10-K retrievals."""
+    tk = step.state.tenk
+    if tk.searched:
+        return calls
+    tk.searched = True
+    return calls + step._search_calls()
 
 
 def _done(step: Step) -> StepOutcome:
-    """The 10-K rounds are over; the iteration's searches ran alongside the first of them."""
-    step.state.tenk.done = True
+    """The 10-K rounds are over: on to the answer, with the iteration's searches (run beside the 10-K
+    retrievals, or now if there were none)."""
+    tk = step.state.tenk
+    tk.done = True
+    if not tk.searched:
+        tk.searched = True
+        searches = step._search_calls()
+        if searches:
+            return step._dispatch(Stage.search, searches)
     return step.after_search()
 
 
@@ -93,7 +109,7 @@ def after_tenk_plan(step: Step) -> StepOutcome:
                              for i, a in enumerate(assignments) if a]
     if not calls:
         return after_tenk_retrieve(step)
-    return step._dispatch(Stage.tenk_retrieve, calls)
+    return step._dispatch(Stage.tenk_retrieve, _with_searches(step, calls))
 
 
 def after_tenk_retrieve(step: Step) -> StepOutcome:

@@ -4,15 +4,19 @@ from __future__ import annotations
 from agent.context import Context
 from agent.models.corpus import Period, SearchFilters
 from agent.models.research import Evidence, SearchSpec
-from agent.persistence.jobstore import add_evidence
+from agent.persistence.jobstore import add_evidence, evidence_keys
 from agent.retrieval.hybrid import hybrid_search
 
 
 def run_search_spec(ctx: Context, job_id: str, iteration: int, spec: SearchSpec, top_k: int) -> int:
-    """Search one quarter of one company; the hits join the job's evidence (deduplicated by citation)."""
+    """Search one quarter of one company for `top_k` passages the job does not have yet (what it already
+    retrieved is never retrieved again); they join the job's evidence."""
     s = ctx.settings
-    filters = SearchFilters(tickers=[spec.ticker], periods=[Period.parse_key(spec.period)])
-    hits = hybrid_search(ctx.pool, spec.query, ctx.embed_query(spec.query), filters, "transcript", top_k,
+    period = Period.parse_key(spec.period)
+    have = evidence_keys(ctx.pool, job_id, spec.ticker, period)
+    filters = SearchFilters(tickers=[spec.ticker], periods=[period])
+    hits = hybrid_search(ctx.pool, spec.query, ctx.embed_query(spec.query), filters, "transcript", top_k + len(have),
                          s.semantic_weight, s.keyword_weight)
-    evidence = [Evidence(**h.model_dump(), iteration=iteration, query=spec.query) for h in hits]
+    fresh = [h for h in hits if h.citation_key not in have][:top_k]
+    evidence = [Evidence(**h.model_dump(), iteration=iteration, query=spec.query) for h in fresh]
     return add_evidence(ctx.pool, job_id, evidence)

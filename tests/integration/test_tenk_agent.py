@@ -57,3 +57,45 @@ def test_apple_net_sales_by_product(ctx, worker):
     job, _ = run_job(ctx, question="What was Apple's total net sales in fiscal 2024 and how did it split by product?", timeout_s=240)
     answer = job.result.answer
     assert "391,035" in answer and "201,183" in answer and "96,169" in answer
+
+
+def _intervals(rows) -> list[tuple[float, float]]:
+    return [(r["started_at"].timestamp(), r["started_at"].timestamp() + r["duration_ms"] / 1000) for r in rows]
+
+
+def _max_overlap(spans: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_tenk_retrievals_run_in_parallel_up_to_the_limit_beside_the_transcript_searches(ctx, sample_corpus, workers_with,
+                                                                                       script_path):
+    subs = [{"id": i, "text": f"line item {i}", "kind": "TABLE", "items": ["8"], "keywords": kw}
+            for i, kw in enumerate(["revenue total", "cost of revenue", "inventories", "operating expenses", "net income"], 1)]
+    script_path.write_text(json.dumps({
+        "plan": {"reasoning": "annual figures and the latest call", "tickers": ["NVDA"], "time_refs": ["fiscal 2025"],
+                 "topic": "revenue", "data_sources": ["earnings_transcripts", "10k"], "needs_10k": True,
+                 "search_queries": ["revenue growth drivers", "gross margin outlook"], "answer_mode": "standard"},
+        "plan_10k": {"sub_questions": subs},
+        "evaluate_10k": {"1": {"quality": 0.95}},
+        "evaluate": {"1": {"completeness_score": 95, "specificity_score": 95, "accuracy_score": 95, "clarity_score": 95,
+                           "is_sufficient": True}},
+    }))
+    # every LLM call (table selection included) takes 0.6 s, so retrievals that run at once overlap in time
+    workers_with(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path),
+                 FINAGENT_LLM_LATENCY_S="0.6", FINAGENT_TENK_PARALLELISM="3")
+    job, _ = run_job(ctx, question="What was NVIDIA's revenue and cost of revenue in fiscal 2025?")
+    ledger = load_ledger(ctx.pool, job.id)
+    tenk = [r for r in ledger if r["tool"] in ("tenk_table_search", "tenk_text_search")]
+    transcripts = [r for r in ledger if r["tool"] == "transcript_search"]
+    assert len(tenk) == 5 and transcripts
+    assert _max_overlap(_intervals(tenk)) == 3  # more than one at once, never more than TENK_PARALLELISM
+    assert any(ts < ke and ks < te for ts, te in _intervals(transcripts) for ks, ke in _intervals(tenk))
+
+
+def test_the_overlap_count():
+    assert _max_overlap([(0, 2), (1, 3), (2.5, 4)]) == 2 and _max_overlap([(0, 1), (1, 2)]) == 1

@@ -4,6 +4,7 @@ falling back to the extractive provider for anything not scripted.
 Script file (JSON): {"plan": {...ResearchPlan...},
                      "evaluate": {"1": {...Evaluation...}, "2": {...}},
                      "evaluate_10k": {"1": {...TenKEvaluation...}},  (keyed by 10-K round)
+                     "plan_10k": {...TenKPlan without ticker and fiscal_year...},
                      "fail": {"plan": "ConnectionError: upstream down"},      (every call of the role fails)
                      "fail_first": {"extract": 1}}                          (the first N calls fail, then succeed)
 The calls made per role are counted in a file beside the script, shared by every worker process.
@@ -76,6 +77,16 @@ class ScriptedProvider(ExtractiveProvider):
         if scripted is not None:
             return Evaluation.model_validate(scripted | {"scope": req.scope}), Usage(prompt=200, completion=80)
         return super().evaluate(req)
+
+    def plan_10k(self, req):
+        self._maybe_fail("plan_10k")
+        scripted = self.script.get("plan_10k")
+        if scripted is not None:
+            from agent.models.tenk import TenKPlan
+
+            return TenKPlan.model_validate(scripted | {"ticker": req.ticker, "fiscal_year": req.fiscal_year}), \
+                Usage(prompt=120, completion=60)
+        return super().plan_10k(req)
 
     def evaluate_10k(self, req):
         self._maybe_fail("evaluate_10k")
