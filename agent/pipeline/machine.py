@@ -13,26 +13,28 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | plan          | nothing to search                                       | done (failed)                 |
 | plan          | 10-K targets                                            | tenk_plan (iteration 1)       |
 | plan          | otherwise                                               | search (iteration 1)          |
-| tenk_plan     | no 10-K plan                                            | search                        |
+| tenk_plan     | no 10-K plan                                            | search (or at once, if none)  |
 | tenk_plan     | every sub-question already searched                     | (tenk_retrieve at once)       |
-| tenk_plan     | otherwise                                               | tenk_retrieve                 |
+| tenk_plan     | otherwise (first round: with the transcript searches)   | tenk_retrieve                 |
 | tenk_retrieve | always                                                  | tenk_answer                   |
 | tenk_answer   | always                                                  | tenk_evaluate                 |
 | tenk_evaluate | a company below the quality bar, rounds and time left   | tenk_plan (next round)        |
-| tenk_evaluate | otherwise                                               | search                        |
-| search        | no transcript or news call (10-K only)                  | (search done at once)         |
+| tenk_evaluate | otherwise                                               | (search done at once)         |
 | search        | no evidence at all                                      | done (completed, no evidence) |
-| search        | an answer exists and nothing new, or out of time        | done (previous answer kept)   |
+| search        | an answer exists, out of time                           | done (previous answer kept)   |
+| search        | an answer exists, nothing new found                     | decide (previous evaluation)  |
 | search        | otherwise                                               | extract (one call per scope)  |
-| extract       | always                                                  | compose                       |
+| extract       | always (over-budget evidence -> working memory)         | compose                       |
 | compose       | composing failed, no earlier answer                     | done (failed)                 |
 | compose       | composing failed, an earlier answer                     | done (earlier answer kept)    |
 | compose       | out of time                                             | done (completed)              |
 | compose       | otherwise                                               | evaluate (one call per scope) |
 | evaluate      | every evaluation failed                                 | done (unevaluated answer)     |
-| evaluate      | the decision iterates                                   | tenk_plan or search (it + 1)  |
-| evaluate      | confidence below the router bar, a strategy left        | tenk_plan or search (it + 1)  |
-| evaluate      | otherwise                                               | done (completed)              |
+| evaluate      | otherwise                                               | decide                        |
+| decide        | search round (execution phase)                          | tenk_plan or search (it + 1)  |
+| decide        | re-route (planning phase), widening the search          | tenk_plan or search (it + 1)  |
+| decide        | refinement round (no search)                            | extract (it + 1)              |
+| decide        | stop (limit, threshold, sufficiency, nothing to try)    | done (completed)              |
 """
 from __future__ import annotations
 
