@@ -38,7 +38,7 @@ def load_companies(conn) -> list[Company]:
 
 
 def find_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> list[str]:
-    """Tickers mentioned in `text` by symbol ($AAPL, AAPL) or by name/alias, in order of appearance."""
+    """Tickers mentioned in `text` by symbol ($ACME, ACME) or by name/alias, in order of appearance."""
     hits: list[tuple[int, str]] = []
     for c in companies:
         patterns = [rf"\$?\b{re.escape(c.ticker)}\b"]

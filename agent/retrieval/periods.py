@@ -47,7 +47,7 @@ def _num(s: str) -> int:
 
 class Resolution(BaseModel):
     periods: list[Period] = Field(default_factory=list)
-    problems: list[str] = Field(default_factory=list)  # user-readable: "Q4 2024 is not available for AAPL (...)"
+    problems: list[str] = Field(default_factory=list)  # user-readable: "Q4 2024 is not available for ACME (...)"
 
 
 def resolve(refs: list[str], available: list[Period], ticker: str, default_latest: int = 1) -> Resolution:

@@ -12,7 +12,7 @@ _AMOUNT = re.compile(r"^\(?-?\$?\s*\d[\d,]*(?:\.\d+)?\s*%?\)?$")
 
 
 def parse_amount(cell: str) -> float | None:
-    """'33,318' -> 33318.0, '(2,722)' -> -2722.0, '$ 1.5' -> 1.5; dashes, text and blanks -> None."""
+    """'1,234' -> 1234.0, '(5,678)' -> -5678.0, '$ 1.5' -> 1.5; dashes, text and blanks -> None."""
     text = cell.strip().replace("\u2212", "-").replace(" ", "")
     if not text or not _AMOUNT.match(text):
         return None
@@ -22,7 +22,7 @@ def parse_amount(cell: str) -> float | None:
 
 
 def fmt_amount(value: float, decimals: int | None = None) -> str:
-    """Thousands separators; whole numbers without decimals unless asked ('33,766', '33,766.5')."""
+    """Thousands separators; whole numbers without decimals unless asked ('12,345', '12,345.5')."""
     if decimals is None:
         decimals = 0 if abs(value - round(value)) < 1e-9 else 1
     return f"{value:,.{decimals}f}"
@@ -33,9 +33,9 @@ class Calculation:
     name: str  # 'inventory_turnover'
     label: str  # 'Inventory turnover'
     formula: str  # 'cost of sales / average inventory'
-    expression: str  # '326,288 / ((33,318 + 34,214) / 2) = 326,288 / 33,766'
+    expression: str  # '100 / ((40 + 60) / 2) = 100 / 50'
     value: float
-    result: str  # '9.66x'
+    result: str  # '2.00x'
 
     @property
     def text(self) -> str:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 INCOME = re.compile(r"statements? of (consolidated )?(operations|income|earnings)|income statements?", re.I)
 BALANCE = re.compile(r"balance sheets?|statements? of financial position", re.I)
 CASH_FLOW = re.compile(r"statements? of cash flows?", re.I)
-BREAKDOWN = re.compile(r"by (categor|product|groups of similar products)|disaggregated by|by significant products", re.I)
-MARKETS = re.compile(r"by (end )?markets?|market platforms?", re.I)
+BREAKDOWN = re.compile(r"by (categor|product|service|line of business)|product (lines?|groups?)|disaggregat|"
+                       r"by (significant|major) (products|services)", re.I)
+MARKETS = re.compile(r"by (end[- ])?markets?|end[- ]markets?|by (market )?platforms?|market (platforms?|segments?)", re.I)
 GEOGRAPHY = re.compile(r"by geograph|by regions?|countries|geographic", re.I)
 SEGMENTS = re.compile(r"by (reportable )?segments?|reportable segments?", re.I)
 
@@ -38,8 +39,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
        r"(by|per|split|break\s?down|mix).{0,40}(product|categor|service)|(product|categor)\w* (mix|split|breakdown)|net sales by",
        (), None, "net sales by category product services", "disaggregated net sales significant products services",
        BREAKDOWN),
-    _m("revenue_by_market", "revenue by market platform", r"market platform|end market|(by|split|per) .{0,20}platform",
-       (), None, "revenue by market platform end market", "revenue by end market specialized markets", MARKETS),
+    _m("revenue_by_market", "revenue by end market", r"end[- ]market|market platform|(by|split|per) .{0,20}(platform|market)",
+       (), None, "revenue by end market platform", "revenue by market customer end markets", MARKETS),
     _m("revenue_by_geography", "net sales by geography", r"geograph|region|countr", (), None,
        "net sales by geographic area countries", "revenue by region country", GEOGRAPHY),
     _m("cost_of_sales", "cost of sales", r"cost of (sales|revenues?|goods)|\bcogs\b",
@@ -127,9 +128,9 @@ TOPICS: list[Topic] = [
        [_table("revenue_by_category", ("7", "8")), _table("revenue"),
         _text("What drove the change in net sales?", "net sales increased decreased due primarily to higher net sales")],
        None, ("revenue", "business")),
-    _t("market_split", r"(split|break\s?down|\bby\b|mix).{0,30}(market platform|end market|platform)",
+    _t("market_split", r"(split|break\s?down|\bby\b|mix).{0,30}(market|platform)",
        [_table("revenue_by_market", ("7", "8")), _table("revenue"),
-        _text("What drove revenue by market platform?", "revenue increased driven by market platform demand")],
+        _text("What drove revenue by end market?", "revenue increased driven by end market demand")],
        None, ("revenue", "business", "sales_split", "segments")),
     _t("geography_split", r"(split|break\s?down|\bby\b|mix).{0,30}(geograph|region|countr)",
        [_table("revenue_by_geography", ("7", "8")), _table("revenue"),

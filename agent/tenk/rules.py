@@ -26,7 +26,7 @@ _FILLER = {"inc", "corp", "company", "10-k", "annual", "report", "main", "key", 
 
 
 def _question_keywords(question: str, ticker: str) -> str:
-    # the company is fixed by the filters; its name ("Amazon's") would only dilute the search phrase
+    # the company is fixed by the filters; its name ("the company's") would only dilute the search phrase
     owners = {w.lower() for w in re.findall(r"([A-Za-z][\w.&-]*)['’]s\b", question)}
     skip = _FILLER | owners | {ticker.lower()}
     words = [w for w in content_words(question) if w not in skip and not re.fullmatch(r"\d+", w)]

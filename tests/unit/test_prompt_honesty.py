@@ -13,7 +13,7 @@ from agent.providers.llm import prompts
 REPO = Path(__file__).resolve().parents[2]
 PROMPT_FILES = [REPO / "agent/providers/llm/prompts.py"]
 # a figure: grouped thousands, a decimal, a currency amount or a percentage (years and small counts are rules)
-FIGURE = re.compile(r"\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|\$?\d+\.\d+%?|\$\d+|\d+%")
+FIGURE = re.compile(r"(?<![\w.])(?:\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|\$?\d+\.\d+%?|\$\d+|\d+%)")
 ALLOWED = {"0.9"}  # the 10-K quality bar, a rule of the agent
 
 
@@ -57,3 +57,34 @@ def test_prompts_name_no_company_of_the_corpus():
                                               ("326,288 / 33,766", {"326,288", "33,766"}), ("Q4 2024, 3 items", set())])
 def test_the_figure_pattern(sample, expected):
     assert figures(sample) == expected
+
+
+RULE_FILES = ["agent/providers/llm/lexicon.py", "agent/providers/llm/extractive.py", "agent/providers/llm/extractive_tenk.py",
+              "agent/tenk/lexicon.py", "agent/tenk/rules.py", "agent/tenk/tables.py", "agent/tenk/calculations.py",
+              "agent/retrieval/periods.py", "agent/retrieval/companies.py"]
+
+
+def corpus_companies() -> set[str]:
+    """Every ticker, name and alias of the sample corpus, and the tickers of the real data beside the repository."""
+    companies = json.loads((REPO / "agent/sample_corpus/companies.json").read_text())
+    names = {n for c in companies for n in [c["ticker"], c["name"], *c["aliases"]] if len(n) >= 3}
+    shared = REPO.parent / "shared" / "data"
+    if shared.is_dir():
+        names |= {p.name.split("_")[0] for p in (shared / "transcripts").glob("*_*")}
+        names |= {p.name for p in (shared / "10k").iterdir() if p.is_dir()}
+    return names
+
+
+@pytest.mark.parametrize("path", RULE_FILES)
+def test_the_extractive_rules_name_no_company_of_the_corpus(path):
+    text = (REPO / path).read_text()
+    assert [n for n in sorted(corpus_companies()) if re.search(rf"\b{re.escape(n)}\b", text)] == []
+
+
+@pytest.mark.parametrize("path", RULE_FILES)
+def test_the_extractive_rules_hold_no_figure_of_the_corpus_or_the_tests(path):
+    known = set().union(*(figures(t) for t in corpus_and_test_texts()))
+    # code constants (weights, thresholds like 0.5 or 2.0) are not figures from a filing
+    leaked = {f for f in figures((REPO / path).read_text()) & known
+              if "," in f or (float(f) >= 1 and len(f.replace(".", "")) >= 3)}
+    assert leaked == set()

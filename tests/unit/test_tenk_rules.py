@@ -255,7 +255,7 @@ def test_two_calculations_and_a_market_platform_split():
     q = "What is NVIDIA's gross margin and how did revenue split by market platform?"
     plan = plan_for(q, "NVDA").model_copy(update={"fiscal_year": 2025})
     assert calc_names(plan.calculation) == ["gross_margin"]
-    assert plan.sub_questions[0].keywords.startswith("revenue by market platform")
+    assert plan.sub_questions[0].keywords.startswith("revenue by end market") and plan.sub_questions[0].kind == "TABLE"
     statement = [["Line item", "Fiscal 2025", "Fiscal 2024"], ["Revenue", "130,497", "60,922"],
                  ["Cost of revenue", "32,639", "16,621"]]
     platforms = [["Market platform", "Fiscal 2025", "Fiscal 2024", "Change"], ["Data Center", "115,186", "47,525", "142%"],

@@ -55,7 +55,9 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         if not tickers and not finance:
             return self._invalid(req, "This does not look like a question about a public company's results, filings or news."), Usage()
         if not tickers:
-            return self._invalid(req, "No known company was named. Name one by ticker or name (e.g. NVDA, Apple)."), Usage()
+            examples = ", ".join(f"{c.ticker} ({c.name})" for c in req.companies[:3])
+            hint = f", e.g. {examples}." if examples else "."
+            return self._invalid(req, "No known company was named. Name one by ticker or name" + hint), Usage()
         sources = route_sources(q)
         lowered = q.lower()
         if len(tickers) > 1:
@@ -111,7 +113,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 score = overlap + 1.5 * concept_hits + (1.5 if figures else 0) + (0.5 if any("$" in f or "%" in f for f in figures) else 0)
                 headline = _headline_bonus(sent, wanted)
                 if segment and headline:
-                    # "Starting with Data Center. Revenue of $30.8 billion ...": a segment's figure, not the total
+                    # "Starting with <segment>. Revenue of $X billion ...": a segment's figure, not the total
                     sent, headline = f"{segment}: {sent}", 0.0
                 score += 0.3 * ev.score + headline
                 if overlap or concept_hits:
@@ -242,7 +244,7 @@ _SEGMENT_LEAD = re.compile(
 
 
 def _segment_lead(sentence: str) -> str | None:
-    """The business segment a short lead-in sentence announces ("Starting with Data Center.")."""
+    """The business segment a short lead-in sentence announces ("Starting with <segment>.")."""
     if not sentence or len(sentence.split()) > 12:
         return None
     m = _SEGMENT_LEAD.search(sentence)
@@ -250,8 +252,8 @@ def _segment_lead(sentence: str) -> str | None:
 
 
 def _headline_bonus(sentence: str, wanted: set[str]) -> float:
-    """A sentence whose subject is the asked metric itself ("Revenue of $35.1 billion ...", "Total net sales were ...")
-    beats one about a part of it ("Gaming revenue of ...")."""
+    """A sentence whose subject is the asked metric itself ("Revenue of $X billion ...", "Total net sales were ...")
+    beats one about a part of it ("<Segment> revenue of ...")."""
     head = [stem(w.lower()) for w in re.findall(r"[A-Za-z][A-Za-z-]+", sentence)[:3]]
     if head and head[0] in wanted:
         return 2.0

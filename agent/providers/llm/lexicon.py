@@ -19,7 +19,8 @@ CONCEPTS: dict[str, tuple[set[str], set[str], str]] = {
                  {"guidance", "outlook", "expect", "expects", "anticipate", "forecast"}, "guidance outlook next quarter expectations"),
     "capex": ({"capex", "capital", "expenditure", "expenditures", "investment", "investments"},
               {"capex", "capital", "expenditures", "investment", "investing"}, "capital expenditures capex investment plans"),
-    "cloud": ({"cloud", "azure", "aws"}, {"cloud", "azure"}, "cloud revenue growth azure"),
+    "cloud": ({"cloud", "subscription", "subscriptions", "saas", "hosting"}, {"cloud", "subscription", "subscriptions"},
+              "cloud subscription revenue growth"),
     "growth": ({"grown", "grow", "growth", "grew", "trend", "trends", "change", "changed"},
                {"growth", "grew", "increase", "increased", "up", "year-over-year", "sequential", "sequentially", "decline", "declined"},
                "year over year growth sequential change"),
@@ -31,7 +32,8 @@ CONCEPTS: dict[str, tuple[set[str], set[str], str]] = {
     "costs": ({"expense", "expenses", "cost", "costs", "opex"}, {"expense", "expenses", "cost", "costs"}, "operating expenses cost efficiency"),
     "risk": ({"risk", "risks", "threat", "threats"}, {"risk", "risks", "uncertain", "uncertainty"}, "risk factors uncertainty"),
     "segments": ({"segment", "segments", "product", "products", "split", "mix", "breakdown"},
-                 {"segment", "segments", "product", "products", "iphone", "services", "data", "center"}, "segment revenue breakdown product mix"),
+                 {"segment", "segments", "product", "products", "services", "division", "divisions", "category", "categories"},
+                 "segment revenue breakdown product mix"),
     "inventory": ({"inventory", "inventories", "turnover"}, {"inventory", "inventories", "turnover"}, "inventory cost of sales"),
 }
 
