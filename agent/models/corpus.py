@@ -107,6 +107,8 @@ class SearchHit(BaseModel):
     section: str | None = None
     title: str | None = None
     url: str | None = None
+    document_id: int | None = None  # with chunk_index: where the chunk sits in its document
+    chunk_index: int | None = None
     text: str
     score: float = 0.0
     semantic: float = 0.0

@@ -90,6 +90,8 @@ class ContextUse(BaseModel):
     verbatim: int = 0
     summarised: int = 0
     summarised_scopes: list[str] = Field(default_factory=list)
+    merged: int = 0  # adjacent chunks of one document merged into one passage
+    tokens_saved: int = 0  # by the merging: text neighbouring chunks share, sent once
 
 
 class TenKProgress(BaseModel):

@@ -113,6 +113,8 @@ class ExtractOutput(BaseModel):
     verbatim: int = 0  # passages the findings were drawn from
     summarised: list[str] = Field(default_factory=list)  # citation keys over the budget, folded into `summary`
     summary: str | None = None
+    merged: int = 0  # adjacent chunks folded into their neighbour before extraction
+    tokens_saved: int = 0  # by not repeating the text neighbouring chunks share
 
 
 class ComposeOutput(BaseModel):

@@ -245,7 +245,8 @@ class Step:
         outs = [o for o in self._read(Stage.extract).values() if isinstance(o, ExtractOutput)]
         st = self.state
         st.context = ContextUse(verbatim=sum(o.verbatim for o in outs), summarised=sum(len(o.summarised) for o in outs),
-                                summarised_scopes=sorted(o.findings.scope for o in outs if o.summarised))
+                                summarised_scopes=sorted(o.findings.scope for o in outs if o.summarised),
+                                merged=sum(o.merged for o in outs), tokens_saved=sum(o.tokens_saved for o in outs))
         summaries = [f"{o.findings.scope}: {o.summary}" for o in outs if o.summary]
         st.working_memory = "\n".join(summaries) or None
         return self._dispatch(Stage.compose, [ComposeCall()])

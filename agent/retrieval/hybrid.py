@@ -33,8 +33,8 @@ from agent.models.corpus import SearchFilters, SearchHit
 Corpus = Literal["transcript", "10k"]
 
 _TABLES = {
-    "transcript": ("transcript_chunks", "id, ticker, fiscal_year, fiscal_quarter, speaker, section, text"),
-    "10k": ("tenk_chunks", "id, ticker, fiscal_year, item, item_title, text"),
+    "transcript": ("transcript_chunks", "id, document_id, chunk_index, ticker, fiscal_year, fiscal_quarter, speaker, section, text"),
+    "10k": ("tenk_chunks", "id, document_id, chunk_index, ticker, fiscal_year, item, item_title, text"),
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
 KEYWORD_MATCH_CAP = 500  # keyword-only candidates only from a match set of at most this many rows
@@ -190,6 +190,8 @@ def hybrid_search(
             title=r.get("item_title"),
             speaker=r.get("speaker"),
             section=r.get("section"),
+            document_id=r.get("document_id"),
+            chunk_index=r.get("chunk_index"),
             text=r["text"],
             semantic=float(r["sim"]),
             keyword=float(r["rank"]),

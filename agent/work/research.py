@@ -22,6 +22,7 @@ from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
 from agent.pipeline.budget import budget_note
 from agent.work.answering import assign_markers, findings_from_answer, run_compose, run_evaluate, run_extract
+from agent.work.merging import Merged, merge_adjacent
 from agent.work.planning import run_planner
 from agent.work.search import run_search_spec
 from agent.work.tenk import latest_tenk_answer
@@ -44,9 +45,15 @@ def do_search(ctx: Context, job_id: str, iteration: int, call: SearchCall) -> in
     return added
 
 
+def generation_evidence(ctx: Context, job_id: str) -> Merged:
+    """All the job's evidence as generation sees it: adjacent chunks of one turn merged into one passage."""
+    return merge_adjacent(jobstore.load_evidence(ctx.pool, job_id))
+
+
 def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
-    evidence = jobstore.load_evidence(ctx.pool, job_id)
+    merged = generation_evidence(ctx, job_id)
+    evidence = merged.evidence
     key, scope = call.output_key(iteration), call.scope
     if scope.endswith(":10k"):
         tenk = latest_tenk_answer(ctx.pool, job_id, scope.split(":")[0])
@@ -59,13 +66,14 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
         findings, usage, packed = run_extract(ctx.llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(findings.findings)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings, usage=usage, verbatim=len(packed.kept),
-                                                             summarised=packed.summarised, summary=packed.summary))
+    jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(
+        findings=findings, usage=usage, verbatim=len(packed.kept), summarised=packed.summarised, summary=packed.summary,
+        merged=merged.merged.get(scope, 0), tokens_saved=merged.tokens_saved(scope)))
 
 
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
-    evidence = jobstore.load_evidence(ctx.pool, job_id)
+    evidence = generation_evidence(ctx, job_id).evidence
     extracted = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.extract.value}:"))
     findings = [o.findings for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
     key = call.output_key(iteration)
@@ -78,7 +86,7 @@ def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> 
 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
-    evidence = jobstore.load_evidence(ctx.pool, job_id)
+    evidence = generation_evidence(ctx, job_id).evidence
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.evaluate", {"scope": call.scope, "provider": ctx.llm.name}) as rec:
         evaluation, usage = run_evaluate(ctx.llm, state, call.scope, evidence, assign_markers(evidence), budget_note(state))

@@ -1,0 +1,60 @@
+"""Adjacent transcript chunks of one document, in one speaker's turn, become one passage before generation;
+the text two neighbouring chunks share (the chunker's overlap) then appears once, which saves tokens."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pydantic import BaseModel, Field
+
+from agent.models.research import Evidence
+from agent.pipeline.scopes import scope_of
+
+CHARS_PER_TOKEN = 4
+MIN_OVERLAP = 20  # shorter shared text is a coincidence, not the chunker's overlap
+
+
+class Merged(BaseModel):
+    evidence: list[Evidence]
+    merged: dict[str, int] = Field(default_factory=dict)  # scope -> chunks folded into a neighbour
+    chars_saved: dict[str, int] = Field(default_factory=dict)  # scope -> duplicated characters removed
+
+    def tokens_saved(self, scope: str) -> int:
+        return self.chars_saved.get(scope, 0) // CHARS_PER_TOKEN
+
+
+def overlap(left: str, right: str, longest: int = 800) -> int:
+    """The length of the longest end of `left` that `right` starts with (at least MIN_OVERLAP, else 0)."""
+    for k in range(min(len(left), len(right), longest), MIN_OVERLAP - 1, -1):
+        if left.endswith(right[:k]):
+            return k
+    return 0
+
+
+def merge_adjacent(evidence: list[Evidence]) -> Merged:
+    """The evidence with each run of adjacent chunks (same document, consecutive chunk_index, same speaker and
+    section) merged into its first chunk, which keeps that chunk's citation key and position."""
+    by_doc: dict[int, list[Evidence]] = defaultdict(list)
+    for ev in evidence:
+        if ev.source_type == "transcript" and ev.document_id is not None and ev.chunk_index is not None:
+            by_doc[ev.document_id].append(ev)
+    replaced: dict[str, Evidence] = {}
+    absorbed: set[str] = set()
+    result = Merged(evidence=[])
+    for chunks in by_doc.values():
+        chunks.sort(key=lambda e: e.chunk_index or 0)
+        head, last = chunks[0], chunks[0]
+        for nxt in chunks[1:]:
+            if nxt.chunk_index == (last.chunk_index or 0) + 1 and (nxt.speaker, nxt.section) == (last.speaker, last.section):
+                shared = overlap(head.text, nxt.text)
+                head = head.model_copy(update={"text": head.text + ("" if shared else "\n") + nxt.text[shared:],
+                                               "score": max(head.score, nxt.score)})
+                scope = scope_of(nxt)
+                result.merged[scope] = result.merged.get(scope, 0) + 1
+                result.chars_saved[scope] = result.chars_saved.get(scope, 0) + shared
+                absorbed.add(nxt.citation_key)
+                replaced[head.citation_key] = head  # the run keeps its first chunk's citation key
+            else:
+                head = nxt
+            last = nxt
+    result.evidence = [replaced.get(ev.citation_key, ev) for ev in evidence if ev.citation_key not in absorbed]
+    return result

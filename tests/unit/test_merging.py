@@ -1,0 +1,44 @@
+"""Adjacent chunks of one document and one speaker's turn become one passage; their shared text appears once."""
+from __future__ import annotations
+
+from agent.models.research import Evidence
+from agent.work.merging import merge_adjacent, overlap
+
+
+def chunk(cid: int, index: int, text: str, doc: int = 7, speaker: str = "CFO", quarter: int = 4) -> Evidence:
+    return Evidence(source_type="transcript", chunk_id=cid, document_id=doc, chunk_index=index, ticker="ACME",
+                    fiscal_year=2024, fiscal_quarter=quarter, speaker=speaker, section="prepared_remarks", text=text,
+                    score=cid / 10)
+
+
+SHARED = "Gross margin expanded on a richer mix of higher-priced units."
+
+
+def test_overlapping_neighbours_merge_and_the_shared_text_is_sent_once():
+    a = chunk(1, 4, "Revenue grew in every region. " + SHARED)
+    b = chunk(2, 5, SHARED + " Operating expenses were flat.")
+    far = chunk(3, 9, "Cash returned to shareholders rose.")
+    out = merge_adjacent([b, far, a])
+    assert [e.citation_key for e in out.evidence] == ["transcript:3", "transcript:1"]  # b folded into a
+    merged = out.evidence[1]
+    assert merged.text == "Revenue grew in every region. " + SHARED + " Operating expenses were flat."
+    assert merged.score == 0.2 and out.merged == {"ACME:2024_q4": 1}
+    assert out.chars_saved == {"ACME:2024_q4": len(SHARED)} and out.tokens_saved("ACME:2024_q4") == len(SHARED) // 4
+
+
+def test_other_speakers_documents_and_sources_stay_apart():
+    a, b = chunk(1, 4, "Question on margins."), chunk(2, 5, "Answer on margins.", speaker="CEO")
+    other_doc = chunk(3, 5, "Same index, other call.", doc=8)
+    news = Evidence(source_type="news", chunk_id="u", text="Headline.")
+    out = merge_adjacent([a, b, other_doc, news])
+    assert len(out.evidence) == 4 and out.merged == {}
+
+
+def test_a_run_of_three_merges_into_the_first():
+    out = merge_adjacent([chunk(1, 1, "One."), chunk(2, 2, "Two."), chunk(3, 3, "Three.")])
+    assert [e.text for e in out.evidence] == ["One.\nTwo.\nThree."] and out.merged == {"ACME:2024_q4": 2}
+
+
+def test_overlap_needs_a_real_shared_stretch():
+    assert overlap("abc " + SHARED, SHARED + " xyz") == len(SHARED)
+    assert overlap("ends with the", "the start") == 0  # three shared characters are a coincidence
