@@ -389,9 +389,10 @@ def test_evidence_over_the_budget_reaches_the_answer_through_working_memory():
     job.find(9, "ACME:2024_q4", "ACME:2025_q1")
     job.respond(lambda c, it: None)
     out = job.respond(lambda c, it: ExtractOutput(
-        findings=ScopeFindings(scope=c.scope), verbatim=3,
+        findings=ScopeFindings(scope=c.scope), verbatim=3, merged=1, tokens_saved=40,
         summarised=["transcript:7", "transcript:8"] if c.scope.endswith("2024_q4") else [],
         summary="ACME Q4 2024: Margins widened" if c.scope.endswith("2024_q4") else None))
     assert out.calls == [ComposeCall()]
     assert job.state.working_memory == "ACME:2024_q4: ACME Q4 2024: Margins widened"
-    assert job.state.context.model_dump() == {"verbatim": 6, "summarised": 2, "summarised_scopes": ["ACME:2024_q4"]}
+    assert job.state.context.model_dump() == {"verbatim": 6, "summarised": 2, "summarised_scopes": ["ACME:2024_q4"],
+                                              "merged": 2, "tokens_saved": 80}
