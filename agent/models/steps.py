@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, Field
 
@@ -272,22 +272,25 @@ class TenKRetrieveCall(_Call):
         return StepKey(iteration=iteration, stage=Stage.tenk_retrieve, round=self.round, part=str(self.slot))
 
 
-class TenKAnswerCall(_Call):
+class _CompanyRoundCall(_Call):
+    """A 10-K call about one company in one round; its output is keyed by both."""
+
+    stage: ClassVar[Stage]
+    round: int
+    ticker: str
+
+    def output_key(self, iteration: int) -> StepKey:
+        return StepKey(iteration=iteration, stage=self.stage, round=self.round, part=self.ticker)
+
+
+class TenKAnswerCall(_CompanyRoundCall):
+    stage: ClassVar[Stage] = Stage.tenk_answer
     task: Literal["tenk_answer"] = "tenk_answer"
-    round: int
-    ticker: str
-
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.tenk_answer, round=self.round, part=self.ticker)
 
 
-class TenKEvaluateCall(_Call):
+class TenKEvaluateCall(_CompanyRoundCall):
+    stage: ClassVar[Stage] = Stage.tenk_evaluate
     task: Literal["tenk_evaluate"] = "tenk_evaluate"
-    round: int
-    ticker: str
-
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.tenk_evaluate, round=self.round, part=self.ticker)
 
 
 TaskCall = Annotated[
