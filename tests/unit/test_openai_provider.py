@@ -277,3 +277,25 @@ def test_llm_breaker_ignores_bad_model_output(router):
         with pytest.raises(StructuredOutputError):
             llm.plan(plan_req())
     assert llm.breaker.state() == "closed"  # a data error says nothing about the endpoint's health
+
+
+def test_a_server_that_reports_no_usage_is_counted(router, provider):
+    reply = fixture("compose_ok.json")
+    reply.pop("usage")
+    route = router.post(URL).mock(return_value=httpx.Response(200, json=reply))
+    plan = ResearchPlan(reasoning="Find MSFT cloud revenue.", tickers=["MSFT"], answer_mode=AnswerMode.direct)
+    answer, usage = provider.compose(ComposeRequest(question=QUESTION, plan=plan, findings=[], evidence=evidence(),
+                                                    markers=MARKERS, max_tokens=2000, budget_note=BUDGET))
+    from agent.providers.llm.tokens import count_messages, count_tokens
+
+    sent = body(route.calls.last)["messages"]
+    assert usage.model == "generator-model"
+    assert usage.prompt == count_messages("generator-model", sent) > 100
+    assert usage.completion == count_tokens("generator-model", answer.text) > 5
+
+
+def test_token_counts_use_the_models_encoding():
+    from agent.providers.llm.tokens import count_tokens
+
+    assert count_tokens("gpt-4o-mini", "Revenue grew twelve percent.") == 5
+    assert count_tokens("some-local-model", "") == 0

@@ -93,10 +93,9 @@ class OpenAIProvider:
 
     # ---------- compose ----------
     def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
-        resp = self.client.chat.completions.create(
-            model=self.models.generator, messages=prompts.compose_messages(req), max_tokens=req.max_tokens,
-        )
-        usage = add_usage(Usage(), resp)
+        messages = prompts.compose_messages(req)
+        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, max_tokens=req.max_tokens)
+        usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:
             raise StructuredOutputError("compose", "the model returned an empty answer")
@@ -140,8 +139,9 @@ class OpenAIProvider:
         return [i for i in dict.fromkeys(out.table_ids) if i in known][: req.max_tables], usage
 
     def answer_10k(self, req: TenKAnswerRequest) -> tuple[Answer, Usage]:
-        resp = self.client.chat.completions.create(model=self.models.generator, messages=prompts.tenk_answer_messages(req))
-        usage = add_usage(Usage(), resp)
+        messages = prompts.tenk_answer_messages(req)
+        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages)
+        usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:
             raise StructuredOutputError("answer_10k", "the model returned an empty answer")

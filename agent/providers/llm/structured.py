@@ -14,6 +14,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from agent.models.research import Usage
+from agent.providers.llm.tokens import count_messages, count_tokens
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -40,10 +41,15 @@ def response_format(schema: type[BaseModel], use_json_schema: bool) -> dict[str,
             "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
 
 
-def add_usage(total: Usage, resp: Any) -> Usage:
+def add_usage(total: Usage, resp: Any, messages: Any = None) -> Usage:
+    """Add a response's token usage; when the server reports none, count the tokens of the request and reply."""
     u = getattr(resp, "usage", None)
-    total.prompt += int(getattr(u, "prompt_tokens", 0) or 0)
-    total.completion += int(getattr(u, "completion_tokens", 0) or 0)
+    prompt, completion = int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0)
+    if not prompt and not completion and messages is not None:
+        model = total.model or str(getattr(resp, "model", "") or "")
+        prompt, completion = count_messages(model, messages), count_tokens(model, reply_text(resp))
+    total.prompt += prompt
+    total.completion += completion
     return total
 
 
@@ -75,7 +81,7 @@ def complete_json(client: Any, *, role: str, model: str, messages: list[ChatComp
 
     def attempt(convo: list[ChatCompletionMessageParam]) -> tuple[T | None, str, str]:
         resp = client.chat.completions.create(model=model, messages=convo, response_format=fmt, **create_kwargs)
-        add_usage(usage, resp)
+        add_usage(usage, resp, convo)
         text = reply_text(resp)
         try:
             return schema.model_validate_json(_strip_fences(text)), text, ""
