@@ -96,6 +96,7 @@ class StepKey(BaseModel, frozen=True):
 class PlanOutput(BaseModel):
     plan: ResearchPlan
     usage: Usage = Field(default_factory=Usage)
+    corrected: list[str] = Field(default_factory=list)  # parameter problems the planner was asked to correct
 
 
 class NewsOutput(BaseModel):

@@ -135,6 +135,8 @@ class Step:
             return self._finish("failed", self._result("failed", error=reason))
         plan = out.plan
         self.state.plan = plan
+        if out.corrected:
+            self.state.trace("planner asked to correct its parameters: " + "; ".join(out.corrected))
         self.state.trace(f"plan: {plan.reasoning}")
         if not plan.is_valid:
             self.emit("planning", plan.invalid_reason or "question rejected", is_valid=False, reason=plan.invalid_reason)

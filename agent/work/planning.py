@@ -1,7 +1,10 @@
 """The reasoning planner call, and the period availability the search planner reads."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agent.context import Context
+from agent.models.corpus import Company
 from agent.models.job import JobState
 from agent.models.research import ResearchPlan, Usage
 from agent.pipeline.budget import budget_note
@@ -9,26 +12,54 @@ from agent.pipeline.inputs import Availability
 from agent.providers.llm.base import LLMProvider, PlanRequest
 from agent.retrieval.availability import available_periods
 from agent.retrieval.companies import load_companies
+from agent.retrieval.periods import resolve
 
 
-def run_planner(ctx: Context, llm: LLMProvider, state: JobState) -> tuple[ResearchPlan, Usage]:
+def run_planner(ctx: Context, llm: LLMProvider, state: JobState) -> tuple[ResearchPlan, Usage, list[str]]:
+    """The plan, with its parameters checked against what finagent has: on an unknown ticker or a period a
+    company does not have, the planner is asked once to correct them. Returns the problems it was asked to fix."""
     with ctx.pool.connection() as conn:
         companies = load_companies(conn)
     req = state.request
-    plan, usage = llm.plan(PlanRequest(
-        question=req.question, companies=companies, tickers_hint=req.tickers or [], feedback=req.feedback,
-        budget_note=budget_note(state),
-    ))
+    request = PlanRequest(question=req.question, companies=companies, tickers_hint=req.tickers or [], feedback=req.feedback,
+                          budget_note=budget_note(state))
+    plan, usage = llm.plan(request)
+    return fix_parameters(llm, request, plan, usage, lambda tickers: load_availability(ctx, tickers))
+
+
+def parameter_problems(plan: ResearchPlan, companies: list[Company], availability: Availability) -> list[str]:
+    """What in the plan names something finagent does not have: a ticker, or a period of a company's calls."""
     known = {c.ticker for c in companies}
+    problems = [f"{t} is not a known ticker (known: {', '.join(sorted(known)[:20])})" for t in plan.tickers if t not in known]
+    if "earnings_transcripts" in plan.data_sources or "hybrid" in plan.data_sources:
+        for ticker in (t for t in plan.tickers if t in known):
+            problems += resolve(plan.time_refs, availability.transcripts.get(ticker, []), ticker).problems
+    return problems
+
+
+def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, usage: Usage,
+                   availability_for: Callable[[list[str]], Availability]) -> tuple[ResearchPlan, Usage, list[str]]:
+    if not plan.is_valid:
+        return plan, usage, []
+    problems = parameter_problems(plan, request.companies, availability_for(plan.tickers))
+    if not problems:
+        return plan, usage, []
+    note = ("Correct the plan's parameters: " + "; ".join(problems)
+            + ". Use only listed tickers and periods the company has; keep everything else.")
+    fixed, more = llm.plan(request.model_copy(update={"feedback": "\n".join(filter(None, [request.feedback, note])),
+                                                      "previous_plan": plan}))
+    usage = usage.add(more)
+    if fixed.is_valid and len(parameter_problems(fixed, request.companies, availability_for(fixed.tickers))) < len(problems):
+        plan = fixed
+    known = {c.ticker for c in request.companies}
     unknown = [t for t in plan.tickers if t not in known]
     if plan.is_valid and unknown:
-        names = ", ".join(unknown)
         plan = plan.model_copy(update={
             "is_valid": False,
-            "invalid_reason": f"Unknown ticker {names}: no such company is known to finagent. "
+            "invalid_reason": f"Unknown ticker {', '.join(unknown)}: no such company is known to finagent. "
                               f"Known companies include {', '.join(sorted(known)[:12])}.",
         })
-    return plan, usage
+    return plan, usage, problems
 
 
 def load_availability(ctx: Context, tickers: list[str]) -> Availability:

@@ -32,10 +32,10 @@ def do_plan(ctx: Context, job_id: str, iteration: int, call: PlanCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.plan", {"provider": ctx.llm.name}) as rec:
-        plan, usage = run_planner(ctx, ctx.llm, state)
+        plan, usage, corrected = run_planner(ctx, ctx.llm, state)
         rec.result_size = len(plan.search_queries)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, PlanOutput(plan=plan, usage=usage))
+    jobstore.put_output(ctx.pool, job_id, key, PlanOutput(plan=plan, usage=usage, corrected=corrected))
 
 
 def do_search(ctx: Context, job_id: str, iteration: int, call: SearchCall) -> int:
