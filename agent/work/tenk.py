@@ -16,7 +16,7 @@ from agent.models.steps import (
     TenKRetrieveCall,
     TenKRetrieveOutput,
 )
-from agent.models.tenk import TenKAnswerRequest, TenKEvaluateRequest, TenKPlan, TenKPlanRequest
+from agent.models.tenk import SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKPlan, TenKPlanRequest
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
 from agent.pipeline.budget import budget_note
@@ -71,6 +71,13 @@ def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCal
         sq = next(q for q in plan.sub_questions if q.id == a.sub_question)
         # a ledger row per sub-question (not a step output): the slot's output key carries the total
         ledger_key = f"{iteration}:tenk{call.round}:retrieve:{a.ticker}:{a.sub_question}"
+        present = filing_items(ctx.pool, a.ticker, plan.fiscal_year)
+        if sq.items and present and not set(sq.items) & present:
+            with record_call(ctx.pool, job_id, ledger_key + ":fix", "llm.plan_10k.fix",
+                             {"ticker": a.ticker, "items": sq.items, "filing_items": sorted(present)}) as rec:
+                sq, usage = fix_routing(ctx.llm, state.request.question, plan, sq, present, budget_note(state))
+                rec.use(usage, ctx.settings)
+            total = total.add(usage)
         with record_call(ctx.pool, job_id, ledger_key, f"tenk_{sq.kind.lower()}_search",
                          {"ticker": a.ticker, "items": sq.items, "keywords": sq.keywords}) as rec:
             evidence, usage = retrieve(ctx, ctx.llm, state.request.question, plan, sq, iteration,
@@ -81,6 +88,31 @@ def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCal
         added += n
         total = total.add(usage)
     jobstore.put_output(ctx.pool, job_id, call.output_key(iteration), TenKRetrieveOutput(added=added, usage=total))
+
+
+def fix_routing(llm, question: str, plan: TenKPlan, sq: SubQuestion, present: set[str],
+                note: str = "") -> tuple[SubQuestion, Usage]:
+    """A sub-question routed to Items the filing does not have goes back to the 10-K planner once; its revised
+    sub-question is used if it routes to Items that exist, else the sub-question searches every Item there is."""
+    problem = (f"Sub-question {sq.id}: Item {'/'.join(sq.items)} is not in this filing; "
+               f"its Items are {', '.join(sorted(present))}")
+    revised, usage = llm.plan_10k(TenKPlanRequest(question=question, ticker=plan.ticker, fiscal_year=plan.fiscal_year,
+                                                  missing_info=[problem], previous=plan, budget_note=note))
+    old = {q.id for q in plan.sub_questions}
+    for candidate in revised.sub_questions:
+        if candidate.id not in old and candidate.kind == sq.kind and set(candidate.items) & present:
+            return sq.model_copy(update={"items": [i for i in candidate.items if i in present],
+                                         "keywords": candidate.keywords}), usage
+    return sq.model_copy(update={"items": sorted(present)}), usage
+
+
+def filing_items(pool, ticker: str, fiscal_year: int) -> set[str]:
+    """The Items a 10-K filing's text and tables were parsed into."""
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT DISTINCT item FROM tenk_chunks WHERE ticker = %s AND fiscal_year = %s"
+                            " UNION SELECT DISTINCT item FROM tenk_tables WHERE ticker = %s AND fiscal_year = %s",
+                            (ticker, fiscal_year, ticker, fiscal_year)).fetchall()
+    return {r["item"] for r in rows if r["item"]}
 
 
 def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -> None:

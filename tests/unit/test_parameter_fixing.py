@@ -47,3 +47,31 @@ def test_a_sound_plan_is_not_sent_back():
     same, _, problems = fix_parameters(llm, request(), plan(), Usage(), lambda t: AVAILABILITY)
     assert same == plan() and problems == [] and llm.requests == []
     assert parameter_problems(plan(), COMPANIES, AVAILABILITY) == []
+
+
+def test_a_10k_sub_question_routed_to_a_missing_item_is_rerouted_once():
+    from agent.models.tenk import SubQuestion, TenKPlan
+    from agent.providers.llm.extractive import ExtractiveProvider
+    from agent.work.tenk import fix_routing
+
+    sq = SubQuestion(id=1, text="Inventory valuation policy", kind="TEXT", items=["9B"], keywords="inventory valuation")
+    plan = TenKPlan(ticker="ACME", fiscal_year=2024, sub_questions=[sq])
+
+    class Replanner:
+        def __init__(self, revised):
+            self.revised, self.requests = revised, []
+
+        def plan_10k(self, req):
+            self.requests.append(req)
+            return self.revised, Usage(prompt=3, completion=2)
+
+    rerouted = SubQuestion(id=2, text="Inventory valuation policy", kind="TEXT", items=["7", "15"], keywords="inventories valued")
+    llm = Replanner(TenKPlan(ticker="ACME", fiscal_year=2024, sub_questions=[sq, rerouted]))
+    fixed, usage = fix_routing(llm, "How are inventories valued?", plan, sq, {"7", "8"})
+    assert (fixed.id, fixed.items, fixed.keywords) == (1, ["7"], "inventories valued") and usage.prompt == 3
+    assert "Item 9B is not in this filing" in llm.requests[0].missing_info[0] and llm.requests[0].previous == plan
+
+    useless = Replanner(plan)  # the planner changed nothing: search every Item the filing has
+    assert fix_routing(useless, "q", plan, sq, {"7", "8"})[0].items == ["7", "8"]
+    # the offline planner's own revision, whatever it is, only routes to Items that exist
+    assert set(fix_routing(ExtractiveProvider(), "How are inventories valued?", plan, sq, {"7", "8"})[0].items) <= {"7", "8"}
