@@ -195,67 +195,79 @@ class StepOutputs(BaseModel):
 
 # ----- the calls a step fans out (one Celery task each) -----
 class _Call(BaseModel):
+    stage: ClassVar[Stage]
+
+    def part(self) -> str:
+        """What tells this call's output apart from its siblings' in the same stage (a scope, a ticker, ...)."""
+        return ""
+
     def output_key(self, iteration: int) -> StepKey:
-        raise NotImplementedError
+        return StepKey(iteration=iteration, stage=self.stage, round=getattr(self, "round", None), part=self.part())
 
 
 class PlanCall(_Call):
+    stage: ClassVar[Stage] = Stage.plan
     task: Literal["plan"] = "plan"
 
     def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=0, stage=Stage.plan)
+        return StepKey(iteration=0, stage=Stage.plan)  # planning happens before the first iteration
 
 
 class SearchCall(_Call):
+    stage: ClassVar[Stage] = Stage.search
     task: Literal["search"] = "search"
     n: int
     spec: SearchSpec
 
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.search, part=str(self.n))
+    def part(self) -> str:
+        return str(self.n)
 
 
 class NewsCall(_Call):
+    stage: ClassVar[Stage] = Stage.news
     task: Literal["news"] = "news"
     query: str
 
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.news)
-
 
 class ExtractCall(_Call):
+    stage: ClassVar[Stage] = Stage.extract
     task: Literal["extract"] = "extract"
     scope: str
 
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.extract, part=self.scope)
+    def part(self) -> str:
+        return self.scope
 
 
 class ComposeCall(_Call):
+    stage: ClassVar[Stage] = Stage.compose
     task: Literal["compose"] = "compose"
-
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.compose)
 
 
 class EvaluateCall(_Call):
+    stage: ClassVar[Stage] = Stage.evaluate
     task: Literal["evaluate"] = "evaluate"
     scope: str
 
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.evaluate, part=self.scope)
+    def part(self) -> str:
+        return self.scope
 
 
-class TenKPlanCall(_Call):
-    task: Literal["tenk_plan"] = "tenk_plan"
+class _CompanyRoundCall(_Call):
+    """A 10-K call about one company in one round; its output is keyed by both."""
+
     round: int
     ticker: str
+
+    def part(self) -> str:
+        return self.ticker
+
+
+class TenKPlanCall(_CompanyRoundCall):
+    stage: ClassVar[Stage] = Stage.tenk_plan
+    task: Literal["tenk_plan"] = "tenk_plan"
     fiscal_year: int
     missing_info: list[str] = Field(default_factory=list)
     previous: str | None = None  # the step key of the plan to revise (an earlier iteration's), if any
-
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.tenk_plan, round=self.round, part=self.ticker)
 
 
 class Assignment(BaseModel):
@@ -264,24 +276,14 @@ class Assignment(BaseModel):
 
 
 class TenKRetrieveCall(_Call):
+    stage: ClassVar[Stage] = Stage.tenk_retrieve
     task: Literal["tenk_retrieve"] = "tenk_retrieve"
     round: int
     slot: int
     assignments: list[Assignment]
 
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=Stage.tenk_retrieve, round=self.round, part=str(self.slot))
-
-
-class _CompanyRoundCall(_Call):
-    """A 10-K call about one company in one round; its output is keyed by both."""
-
-    stage: ClassVar[Stage]
-    round: int
-    ticker: str
-
-    def output_key(self, iteration: int) -> StepKey:
-        return StepKey(iteration=iteration, stage=self.stage, round=self.round, part=self.ticker)
+    def part(self) -> str:
+        return str(self.slot)
 
 
 class TenKAnswerCall(_CompanyRoundCall):
