@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from celery import Task
 from celery.utils.time import get_exponential_backoff_interval
@@ -20,7 +20,6 @@ from workers.app import context
 
 log = logging.getLogger(__name__)
 RETRYABLE = {"network", "rate_limit", "system", "unknown"}
-C = TypeVar("C")
 
 
 class JobTask(Task):
