@@ -45,12 +45,16 @@ def merge_adjacent(evidence: list[Evidence]) -> Merged:
         head, last = chunks[0], chunks[0]
         for nxt in chunks[1:]:
             if nxt.chunk_index == (last.chunk_index or 0) + 1 and (nxt.speaker, nxt.section) == (last.speaker, last.section):
-                shared = overlap(head.text, nxt.text)
-                head = head.model_copy(update={"text": head.text + ("" if shared else "\n") + nxt.text[shared:],
-                                               "score": max(head.score, nxt.score)})
+                label = f"{nxt.speaker}: " if nxt.speaker and nxt.text.startswith(f"{nxt.speaker}: ") else ""
+                body = nxt.text[len(label):]  # each piece of a split turn repeats its speaker's name
+                shared = overlap(head.text, body)
+                # with shared text the turn simply goes on; without, the neighbour keeps its own lead-in
+                joined = head.text + body[shared:] if shared else f"{head.text}\n{nxt.text}"
+                head = head.model_copy(update={"text": joined, "score": max(head.score, nxt.score)})
                 scope = scope_of(nxt)
                 result.merged[scope] = result.merged.get(scope, 0) + 1
-                result.chars_saved[scope] = result.chars_saved.get(scope, 0) + shared
+                saved = shared + (len(label) if shared else 0)
+                result.chars_saved[scope] = result.chars_saved.get(scope, 0) + saved
                 absorbed.add(nxt.citation_key)
                 replaced[head.citation_key] = head  # the run keeps its first chunk's citation key
             else:

@@ -42,3 +42,18 @@ def test_a_run_of_three_merges_into_the_first():
 def test_overlap_needs_a_real_shared_stretch():
     assert overlap("abc " + SHARED, SHARED + " xyz") == len(SHARED)
     assert overlap("ends with the", "the start") == 0  # three shared characters are a coincidence
+
+
+def test_the_chunkers_own_pieces_of_a_long_turn_merge_back_into_the_turn():
+    from agent.ingest.chunking import chunk_turns
+    from agent.models.corpus import Turn
+
+    speech = " ".join(f"Sentence number {i} talks about deposits and loans in some detail." for i in range(1, 31))
+    pieces = chunk_turns([Turn(speaker="Jane Doe", section="prepared_remarks", text=speech)], size=300, overlap=120)
+    assert len(pieces) > 3
+    evidence = [chunk(i, i, p.text, speaker="Jane Doe") for i, p in enumerate(pieces, 1)]
+    out = merge_adjacent(evidence)
+    assert [e.text for e in out.evidence] == [f"Jane Doe: {speech}"]  # the whole turn, once, in order
+    assert out.merged == {"ACME:2024_q4": len(pieces) - 1}
+    repeated = sum(len(e.text) for e in evidence) - len(out.evidence[0].text)
+    assert out.chars_saved["ACME:2024_q4"] == repeated and out.tokens_saved("ACME:2024_q4") > 0
