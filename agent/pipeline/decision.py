@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from agent.models.job import JobState
 from agent.models.research import Evaluation
+from agent.pipeline import router
 from agent.pipeline.budget import out_of_time
 from agent.settings import Settings
 
@@ -119,7 +120,7 @@ def decide(state: JobState, evaluation: Evaluation, now: float, settings: Settin
     why = below + ("; the answer announces more" if continuing else "")
     if (not sufficient or continuing) and (keywords or news or tenk_gaps) and execution_left:
         return Decision(action="search", reason=why, keywords=keywords, news_query=news)
-    if (reroute is not None and confidence < settings.router_retry_below and state.router_retries < settings.router_max_retries
+    if (reroute is not None and router.should_retry(state, confidence, settings.router_retry_below, settings.router_max_retries)
             and done["planning"] < allowed.get("planning", 1) and execution_left):
         return Decision(action="reroute", reason=f"confidence {confidence:.0%} < {settings.router_retry_below:.0%}: "
                                                  f"re-routing to {reroute}",

@@ -37,6 +37,11 @@ def load_companies(conn) -> list[Company]:
     return [Company(**r) for r in rows]
 
 
+def company_names(conn, tickers: list[str]) -> dict[str, str]:
+    rows = conn.execute("SELECT ticker, name FROM companies WHERE ticker = ANY(%s)", (tickers,)).fetchall()
+    return {r["ticker"]: r["name"] for r in rows}
+
+
 def find_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> list[str]:
     """Tickers mentioned in `text` by symbol ($ACME, ACME) or by name/alias, in order of appearance."""
     hits: list[tuple[int, str]] = []

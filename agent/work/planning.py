@@ -11,7 +11,7 @@ from agent.pipeline.budget import budget_note
 from agent.pipeline.inputs import Availability
 from agent.providers.llm.base import LLMProvider, PlanRequest
 from agent.retrieval.availability import available_periods
-from agent.retrieval.companies import load_companies
+from agent.retrieval.companies import company_names, load_companies
 from agent.retrieval.periods import resolve
 
 
@@ -68,7 +68,7 @@ def load_availability(ctx: Context, tickers: list[str]) -> Availability:
     names: dict[str, str] = {}
     if tickers:
         with ctx.pool.connection() as conn:
-            names = {c.ticker: c.name for c in load_companies(conn) if c.ticker in tickers}
+            names = company_names(conn, tickers)  # every coordinator step reads this: ask for the plan's companies only
     return Availability(
         names=names,
         transcripts={t: available_periods(ctx.pool, t, "transcript", ctx.redis, ttl) for t in tickers},

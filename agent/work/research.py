@@ -21,6 +21,7 @@ from agent.models.steps import (
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
 from agent.pipeline.budget import budget_note
+from agent.pipeline.scopes import group_by_scope
 from agent.work.answering import assign_markers, findings_from_answer, run_compose, run_evaluate, run_extract
 from agent.work.merging import Merged, merge_adjacent
 from agent.work.planning import run_planner
@@ -59,7 +60,7 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
         tenk = latest_tenk_answer(ctx.pool, job_id, scope.split(":")[0])
         if tenk:  # the 10-K agent already answered (with its calculations): its lines are this scope's findings
             findings = findings_from_answer(scope, tenk.answer.text, tenk.markers)
-            verbatim = sum(1 for e in evidence if e.source_type in ("10k", "10k_table") and f"{e.ticker}:10k" == scope)
+            verbatim = len(group_by_scope(evidence).get(scope, []))
             jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(findings=findings, verbatim=verbatim))
             return
     with record_call(ctx.pool, job_id, str(key), "llm.extract", {"scope": scope, "provider": ctx.llm.name}) as rec:
