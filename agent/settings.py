@@ -161,6 +161,26 @@ class Settings(BaseSettings):
     # events
     event_stream_maxlen: int = 1000
 
+    # HTTP API: keys clients send as `Authorization: Bearer <key>` or `X-API-Key`; required to bind off loopback
+    api_keys: list[SecretStr] = Field(default_factory=list)
+    api_max_body_bytes: int = Field(64 * 1024, ge=1024)  # a job submission
+    api_max_batch_bytes: int = Field(4 * 1024 * 1024, ge=1024)  # a batch upload
+    api_max_batch_lines: int = Field(5000, ge=1)
+
+    # operators: Flower (`finagent flower`) and Prometheus
+    flower_port: int = 5555
+    flower_basic_auth: SecretStr | None = None  # "user:password[,user2:password2]"
+    # where every process (API, workers) writes its prometheus-client multiprocess files; default data_dir/metrics
+    metrics_dir: Path | None = None
+
+    # overnight batches
+    batch_concurrency: int = Field(4, ge=1)  # batch jobs running at once; the rest wait their turn
+    # a shared LLM rate limit (every worker, through Redis); 0 turns a limit off
+    llm_requests_per_minute: int = Field(0, ge=0)
+    llm_tokens_per_minute: int = Field(0, ge=0)
+    # the share of those limits batch jobs may use, so interactive jobs always find headroom
+    llm_batch_share: float = Field(0.8, gt=0, le=1)
+
     # ---------- validation: bad configuration fails at load time, naming the setting and its env var ----------
     @field_validator("modes")
     @classmethod
@@ -220,6 +240,9 @@ class Settings(BaseSettings):
             return 0.0
         return (prompt_tokens * price.prompt + completion_tokens * price.completion) / 1_000_000
 
+    def metrics_path(self) -> Path:
+        return self.metrics_dir or self.data_dir / "metrics"
+
     def mode(self, mode: AnswerMode | str) -> ModeConfig:
         return self.modes[AnswerMode(mode)]
 
@@ -227,7 +250,7 @@ class Settings(BaseSettings):
         """Settings as plain data with every secret (and URL password) masked."""
         data = self.model_dump(mode="json")
         for key, value in data.items():
-            if key.endswith("_key") and value:
+            if _is_secret(key) and value:
                 data[key] = "********"
         for key in ("database_url", "redis_url"):
             if data.get(key):
@@ -235,11 +258,15 @@ class Settings(BaseSettings):
         return data
 
 
+def _is_secret(name: str) -> bool:
+    return name.lower().endswith(("_key", "_keys", "_auth"))
+
+
 def _mask_secrets(data: Any) -> Any:
     """Raw settings input with API keys and URL passwords masked (for error reports)."""
     if not isinstance(data, dict):
         return data
-    return {k: ("********" if str(k).endswith("_key") and v else _mask_url(v) if str(k).endswith("_url") and isinstance(v, str) else v)
+    return {k: ("********" if _is_secret(str(k)) and v else _mask_url(v) if str(k).endswith("_url") and isinstance(v, str) else v)
             for k, v in data.items()}
 
 

@@ -10,8 +10,8 @@ from agent.models.research import Answer, Citation, Evaluation, ResearchPlan, Se
 from agent.models.steps import TaskCall
 from agent.settings import AnswerMode
 
-JobStatus = Literal["queued", "running", "completed", "failed", "rejected"]
-FINAL_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected")
+JobStatus = Literal["queued", "running", "completed", "failed", "rejected", "cancelled"]
+FINAL_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected", "cancelled")
 Phase = Literal["planning", "execution", "refinement"]
 TimedStage = Literal["reasoning", "retrieval", "generation", "evaluation", "tenk"]
 EventType = Literal[
