@@ -1,10 +1,11 @@
-"""Submitting jobs, as domain operations: persist the job, announce it, and hand it to a dispatcher.
+"""Submitting and cancelling jobs, as domain operations: persist the job, announce it, and hand it to a dispatcher.
 
 The dispatcher is the one thing that knows how a job gets run (the Celery implementation is
 `tasks.dispatch.CeleryDispatcher`), so the API and the CLI submit without importing a task module.
 """
 from __future__ import annotations
 
+import uuid
 from typing import Protocol
 
 from agent.context import Context
@@ -18,22 +19,68 @@ class Dispatcher(Protocol):
         """Queue the job's first coordinator step (idempotent for a given job id)."""
         ...
 
+    def cancel(self, job: jobstore.JobRow) -> None:
+        """Revoke the job's queued calls and wake its coordinator so it ends the job."""
+        ...
+
+
+class IdempotencyConflict(ValueError):
+    """The idempotency key is already used by a job with a different request."""
+
+    def __init__(self, key: str, job_id: str):
+        super().__init__(f"idempotency key {key!r} is already used by job {job_id} with a different request")
+        self.key, self.job_id = key, job_id
+
+
+def _same_request(a: JobRequest, b: JobRequest) -> bool:
+    return a.model_dump(exclude={"idempotency_key"}) == b.model_dump(exclude={"idempotency_key"})
+
 
 def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[str, bool]:
-    """Persist the job before anything runs; the same idempotency key returns the same job (created=False)."""
+    """Persist the job before anything runs. The same idempotency key with the same request returns the same job
+    (created=False); with a different request it raises IdempotencyConflict."""
     job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
     if created:
         publish(ctx.redis, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
         dispatcher.start(job_id, request.batch)
+    else:
+        existing = jobstore.load_job(ctx.pool, job_id)
+        if existing is not None and not _same_request(existing.state.request, request):
+            raise IdempotencyConflict(request.idempotency_key or "", job_id)
     return job_id, created
 
 
 def rerun_with_feedback(ctx: Context, dispatcher: Dispatcher, parent_id: str, feedback: str) -> tuple[str, bool]:
     """A finished job re-run with feedback becomes a new job linked to it; its plan sees the feedback."""
-    parent = jobstore.load_job(ctx.pool, parent_id)
-    if parent is None:
-        raise LookupError(f"no job {parent_id}")
+    parent = find_job(ctx, parent_id)
     if parent.status not in FINAL_STATUSES:
         raise ValueError(f"job {parent_id} is still {parent.status}; feedback applies to finished jobs")
     request = parent.state.request.model_copy(update={"feedback": feedback, "parent_job_id": parent.id, "idempotency_key": None})
     return create(ctx, dispatcher, JobRequest.model_validate(request.model_dump()))
+
+
+def find_job(ctx: Context, job_id: str) -> jobstore.JobRow:
+    """The job, or LookupError (a malformed id is simply not found)."""
+    try:
+        uuid.UUID(job_id)
+    except ValueError:
+        raise LookupError(f"no job {job_id}: not a job id") from None
+    job = jobstore.load_job(ctx.pool, job_id)
+    if job is None:
+        raise LookupError(f"no job {job_id}")
+    return job
+
+
+def cancel(ctx: Context, dispatcher: Dispatcher, job_id: str) -> str:
+    """Cancel an unfinished job: it stops at its next step with status `cancelled`, keeping its answer so far,
+    and its queued calls are revoked. Returns the job's status now (a finished job's status is returned
+    unchanged: there is nothing to cancel). LookupError for an unknown job."""
+    job = find_job(ctx, job_id)
+    if job.status in FINAL_STATUSES:
+        return job.status
+    if jobstore.request_cancel(ctx.pool, job.id):
+        publish(ctx.redis, job.id, "agent_decision", "Cancel requested: stopping at the next step.",
+                {"action": "cancel"}, ctx.settings.event_stream_maxlen)
+        dispatcher.cancel(job)
+    refreshed = jobstore.load_job(ctx.pool, job.id)
+    return refreshed.status if refreshed else job.status

@@ -64,7 +64,9 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
             continue
         flush_events(job.id, job.state.outbox)
         batch = job.state.request.batch
-        if job.step == "start":
+        if job.cancel_requested:
+            CeleryDispatcher().cancel(job)  # the wake-up of a cancel was lost
+        elif job.step == "start":
             CeleryDispatcher().start(job.id, batch)
         elif job.state.inflight:
             fan_out(job.id, job.step, job.state.inflight, job.state.iteration, batch)

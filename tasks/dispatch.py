@@ -5,7 +5,8 @@ from __future__ import annotations
 from celery import chain, chord
 from celery.canvas import Signature
 
-from agent.models.steps import TaskCall
+from agent.models.steps import CANCEL_STEP, TaskCall
+from agent.persistence.jobstore import JobRow
 from workers.app import app, context
 from workers.topology import ADVANCE, CALL_TASKS, queue_for
 
@@ -14,12 +15,17 @@ def advance_signature(job_id: str, done_step: str, batch: bool) -> Signature:
     return app.signature(ADVANCE.name, args=(job_id, done_step), immutable=True, queue=queue_for(ADVANCE, batch))
 
 
+def call_task_id(call: TaskCall, job_id: str, iteration: int, n: int) -> str:
+    """Deterministic ids (job:iter:step:n): a redelivered coordinator re-sends the same tasks, and a cancel
+    can revoke them by id."""
+    suffix = f"{call.round}:{n}" if hasattr(call, "round") else str(n)
+    return f"{job_id}:{iteration}:{call.task}:{suffix}"
+
+
 def call_signature(call: TaskCall, job_id: str, iteration: int, n: int, batch: bool) -> Signature:
     spec = CALL_TASKS[call.task]
-    # deterministic ids (job:iter:step:n): a redelivered coordinator re-sends the same tasks
-    suffix = f"{call.round}:{n}" if hasattr(call, "round") else str(n)
     return app.signature(spec.name, args=(job_id, iteration, call.model_dump(mode="json")), immutable=True,
-                         task_id=f"{job_id}:{iteration}:{call.task}:{suffix}", queue=queue_for(spec, batch))
+                         task_id=call_task_id(call, job_id, iteration, n), queue=queue_for(spec, batch))
 
 
 def fan_out(job_id: str, done_step: str, calls: list[TaskCall], iteration: int, batch: bool) -> None:
@@ -37,3 +43,11 @@ class CeleryDispatcher:
 
     def start(self, job_id: str, batch: bool) -> None:
         advance_signature(job_id, "start", batch).apply_async(task_id=f"{job_id}:0:start:0")
+
+    def cancel(self, job: JobRow) -> None:
+        state = job.state
+        queued = [call_task_id(c, job.id, state.iteration, n) for n, c in enumerate(state.inflight)]
+        if queued:
+            app.control.revoke(queued)  # workers drop these when they receive them; running ones finish unheeded
+        # the coordinator ends the job on a dedicated delivery, whatever step it is waiting on
+        advance_signature(job.id, CANCEL_STEP, state.request.batch).apply_async(task_id=f"{job.id}:cancel")

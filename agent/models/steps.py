@@ -45,6 +45,10 @@ class Stage(str, Enum):
         return self.value.startswith("tenk_")
 
 
+# the done_step of the delivery that wakes a cancelled job, whatever step it is waiting on
+CANCEL_STEP = "cancel"
+
+
 class JobStep(BaseModel, frozen=True):
     """Where a job stands: `start`, waiting on `{iteration}:{stage}`, or `done`."""
 

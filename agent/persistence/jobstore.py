@@ -8,7 +8,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agent.models.corpus import Period
-from agent.models.job import JobResult, JobState, Outbox
+from agent.models.job import FINAL_STATUSES, JobResult, JobState, Outbox
 from agent.models.research import Evidence
 from agent.models.steps import StepKey, StepOutput
 
@@ -29,6 +29,7 @@ class JobRow:
         self.error = row.get("error")
         self.parent_job_id = str(row["parent_job_id"]) if row.get("parent_job_id") else None
         self.question: str = row["question"]
+        self.cancel_requested = row.get("cancel_requested_at") is not None
 
 
 def create_job(pool, state: JobState) -> tuple[str, bool]:
@@ -37,15 +38,31 @@ def create_job(pool, state: JobState) -> tuple[str, bool]:
     job_id = str(uuid.uuid4())
     with pool.connection() as conn:
         row = conn.execute(
-            "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state)"
-            " VALUES (%s, %s, %s, %s, 'queued', 'start', %s)"
+            "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state, batch)"
+            " VALUES (%s, %s, %s, %s, 'queued', 'start', %s, %s)"
             " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
-            (job_id, req.idempotency_key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json"))),
+            (job_id, req.idempotency_key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json")), req.batch),
         ).fetchone()
         if row:
             return job_id, True
         existing = conn.execute("SELECT id FROM research_jobs WHERE idempotency_key = %s", (req.idempotency_key,)).fetchone()
         return str(existing["id"]), False
+
+
+def release_idempotency_key(pool, job_id: str) -> None:
+    """Free a finished job's idempotency key (renamed, still traceable) so a retry under the same key makes a new job."""
+    with pool.connection() as conn:
+        conn.execute("UPDATE research_jobs SET idempotency_key = idempotency_key || ':retired:' || id::text"
+                     " WHERE id = %s AND idempotency_key IS NOT NULL", (job_id,))
+
+
+def request_cancel(pool, job_id: str) -> bool:
+    """Mark an unfinished job cancelled-requested; False when it had already finished."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "UPDATE research_jobs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()"
+            " WHERE id = %s AND status <> ALL(%s) RETURNING id", (job_id, list(FINAL_STATUSES))).fetchone()
+    return row is not None
 
 
 def load_job(pool, job_id: str) -> JobRow | None:
@@ -69,9 +86,10 @@ def lock_job(conn, job_id: str) -> JobRow | None:
 
 def save_job(conn, job: JobRow, status: str, step: str, result: JobResult | None = None, error: str | None = None) -> None:
     conn.execute(
-        "UPDATE research_jobs SET status=%s, step=%s, state=%s, result=%s, error=%s, updated_at=now() WHERE id=%s",
+        "UPDATE research_jobs SET status=%s, step=%s, state=%s, result=%s, error=%s, updated_at=now(),"
+        " finished_at = CASE WHEN %s THEN coalesce(finished_at, now()) ELSE finished_at END WHERE id=%s",
         (status, step, Jsonb(job.state.model_dump(mode="json")),
-         Jsonb(result.model_dump(mode="json")) if result else None, error, job.id),
+         Jsonb(result.model_dump(mode="json")) if result else None, error, status in FINAL_STATUSES, job.id),
     )
 
 
@@ -170,8 +188,8 @@ def recent_final_outboxes(pool, within_s: int) -> list[tuple[str, Outbox]]:
     """The last step's events of jobs that finished within `within_s`, to re-publish if a crash lost them."""
     with pool.connection() as conn:
         rows = conn.execute(
-            "SELECT id, state->'outbox' AS outbox FROM research_jobs WHERE status IN ('completed', 'failed', 'rejected')"
-            " AND updated_at > now() - make_interval(secs => %s)", (within_s,)
+            "SELECT id, state->'outbox' AS outbox FROM research_jobs WHERE status = ANY(%s)"
+            " AND updated_at > now() - make_interval(secs => %s)", (list(FINAL_STATUSES), within_s)
         ).fetchall()
     return [(str(r["id"]), Outbox.model_validate(r["outbox"] or {})) for r in rows]
 

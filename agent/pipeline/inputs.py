@@ -44,6 +44,7 @@ class StepInput(BaseModel):
     availability: Availability = Field(default_factory=Availability)
     now: float  # wall-clock seconds: budgets and stage timing are computed from it, never from a clock read
     provider: str  # the LLM provider's name, for the result
+    cancel_requested: bool = False  # a caller cancelled the job: this step ends it
 
 
 class StepOutcome(BaseModel):

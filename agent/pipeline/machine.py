@@ -35,6 +35,7 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | decide        | re-route (planning phase), widening the search          | tenk_plan or search (it + 1)  |
 | decide        | refinement round (no search)                            | extract (it + 1)              |
 | decide        | stop (limit, threshold, sufficiency, nothing to try)    | done (completed)              |
+| any           | a cancel was requested                                  | done (cancelled, answer kept) |
 """
 from __future__ import annotations
 
@@ -117,7 +118,20 @@ class Step:
             Stage.tenk_answer: lambda: tenk_stages.after_tenk_answer(self),
             Stage.tenk_evaluate: lambda: tenk_stages.after_tenk_evaluate(self),
         }
+        if self.inp.cancel_requested:
+            return self.cancel()
         return after[self.inp.done.stage]()
+
+    def cancel(self) -> StepOutcome:
+        """A caller cancelled the job: it ends now, keeping whatever answer it has so far."""
+        if self.inp.done.stage == Stage.compose:  # an answer composed just before the cancel is kept too
+            out = next(iter(self._read(Stage.compose).values()), None)
+            if isinstance(out, ComposeOutput):
+                self.state.answer = out.answer
+        self.state.termination_reason = "cancelled by request" + (
+            f" during iteration {self.state.iteration}; the answer so far is kept" if self.state.answer else " before any answer")
+        self.state.trace(self.state.termination_reason)
+        return self._finish("cancelled", self._result("cancelled", note="Cancelled before an answer was composed."))
 
     # ----- the answer loop -----
     def after_start(self) -> StepOutcome:

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from agent.context import Context
 from agent.models.job import FINAL_STATUSES, Outbox, StepEvent
-from agent.models.steps import JobStep, Stage, StepOutputs
+from agent.models.steps import CANCEL_STEP, JobStep, Stage, StepOutputs
 from agent.persistence import jobstore
 from agent.pipeline import machine
 from agent.pipeline.inputs import EvidenceSummary, StepInput, StepOutcome
@@ -55,7 +55,8 @@ def load_input(ctx: Context, job: jobstore.JobRow) -> StepInput:
         plan = getattr(planned, "plan", None)
     tickers = plan.tickers if plan is not None else []
     return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id),
-                     availability=load_availability(ctx, tickers), now=time.time(), provider=ctx.llm.name)
+                     availability=load_availability(ctx, tickers), now=time.time(), provider=ctx.llm.name,
+                     cancel_requested=job.cancel_requested)
 
 
 def _failed(job: jobstore.JobRow, inp: StepInput, exc: Exception) -> StepOutcome:
@@ -68,13 +69,15 @@ def _failed(job: jobstore.JobRow, inp: StepInput, exc: Exception) -> StepOutcome
 
 
 def advance_job(ctx: Context, job_id: str, done_step: str) -> Advanced | None:
-    """Run the step after `done_step` under the job's row lock. None: the job does not exist."""
+    """Run the step after `done_step` under the job's row lock. None: the job does not exist.
+    `CANCEL_STEP` runs the step a cancelled job is waiting on at once, ending it."""
     with ctx.pool.connection() as conn, conn.transaction():
         job = jobstore.lock_job(conn, job_id)
         if job is None:
             return None
         previous = job.state.outbox
-        if job.status in FINAL_STATUSES or job.step != done_step:
+        waking_cancelled = done_step == CANCEL_STEP and job.cancel_requested
+        if job.status in FINAL_STATUSES or (job.step != done_step and not waking_cancelled):
             return Advanced(previous=previous)  # a duplicate delivery, or a step another delivery already took
         inp = load_input(ctx, job)
         try:

@@ -396,3 +396,34 @@ def test_evidence_over_the_budget_reaches_the_answer_through_working_memory():
     assert job.state.working_memory == "ACME:2024_q4: ACME Q4 2024: Margins widened"
     assert job.state.context.model_dump() == {"verbatim": 6, "summarised": 2, "summarised_scopes": ["ACME:2024_q4"],
                                               "merged": 2, "tokens_saved": 80}
+
+
+def test_a_cancel_before_any_answer_ends_the_job_cancelled():
+    job = Job()
+    job.advance()
+    out = job.respond(lambda c, it: PlanOutput(plan=plan(), usage=USAGE), cancel=True)
+    assert (out.status, str(out.step), out.calls) == ("cancelled", "done", [])
+    assert event_types(out)[-2:] == ["result", "job_status"] and out.events[-1].data == {"status": "cancelled"}
+    assert out.result.status == "cancelled" and out.result.citations == []
+    assert out.result.termination_reason == "cancelled by request before any answer"
+
+
+def test_a_cancel_mid_loop_keeps_the_answer_so_far():
+    job = Job()
+    planned(job)
+    out = answer_round(job, 60, keywords=["segment margin"])
+    assert str(out.step) == "2:search"  # a follow-up search is in flight when the cancel arrives
+    out = job.respond(lambda c, it: None, cancel=True)
+    assert (out.status, out.calls) == ("cancelled", [])
+    assert out.result.answer == answer().text and out.result.iterations == 1 and out.result.confidence == 0.6
+    assert "the answer so far is kept" in out.result.termination_reason
+
+
+def test_an_answer_composed_just_before_the_cancel_is_kept():
+    job = Job()
+    planned(job)
+    job.find(4, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    out = job.respond(lambda c, it: ComposeOutput(answer=answer("Margins widened [1]."), usage=USAGE), cancel=True)
+    assert out.status == "cancelled" and out.result.answer == "Margins widened [1]."
