@@ -3,13 +3,12 @@ fan-out as a chord whose body is the next `advance`. It never waits on another t
 from __future__ import annotations
 
 from agent.infra.events import publish_once, published_marker
-from agent.models.job import JobRequest, Outbox
+from agent.models.job import Outbox
 from agent.persistence import jobstore
-from agent.submission import create
 from agent.work.coordinator import advance_job
 from tasks.dispatch import CeleryDispatcher, fan_out
 from workers.app import app, context
-from workers.topology import ADVANCE, RESUME_STALLED, SUBMIT_RESEARCH
+from workers.topology import ADVANCE, RESUME_STALLED
 
 
 @app.task(name=ADVANCE.name, bind=True, acks_late=True, max_retries=5,
@@ -33,15 +32,6 @@ def advance(self, job_id: str, done_step: str = "start") -> str:
 def flush_events(job_id: str, outbox: Outbox) -> None:
     ctx = context()
     publish_once(ctx.redis, job_id, outbox.seq, outbox.events, ctx.settings.event_stream_maxlen)
-
-
-@app.task(name=SUBMIT_RESEARCH.name, acks_late=True)
-def submit_research(question: str, mode: str | None = None, tickers: list[str] | None = None,
-                    max_iterations: int | None = None, idempotency_key: str | None = None, **options) -> str:
-    """Public entry point for other services: returns the job id at once; follow the job's events."""
-    request = JobRequest(question=question, mode=mode, tickers=tickers, max_iterations=max_iterations,
-                         idempotency_key=idempotency_key, **options)
-    return create(context(), CeleryDispatcher(), request)[0]
 
 
 @app.task(name=RESUME_STALLED.name)

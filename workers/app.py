@@ -16,7 +16,7 @@ from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
 from workers.topology import RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue
 
-TASK_MODULES = ["tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
+TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
 
 
 def _config() -> dict[str, Any]:

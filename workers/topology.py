@@ -3,8 +3,10 @@ consume them. The coordinator's dispatch, Celery's `task_routes`, the local work
 and `docker-compose.yml` (checked by tests/unit/test_topology.py) all follow it.
 
 Queues: `coordinator` (short state-machine steps), `search` (database and embedding), `llm`
-(network-bound provider calls) and `batch` (every task of an overnight batch job, and bulk
-embedding, so they never starve interactive work).
+(network-bound provider calls), `batch` (every task of an overnight batch job, and bulk
+embedding, so they never starve interactive work) and `celery`, Celery's default queue, where the
+public `finagent.v1.*` tasks of the service contract arrive: a client with nothing but `celery` and the
+broker URL calls `send_task("finagent.v1.submit_research", ...)` and its default routing just works.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class Queue(str, Enum):
     search = "search"
     llm = "llm"
     batch = "batch"
+    public = "celery"  # Celery's default queue: the service contract's tasks, sent by clients without our routes
 
 
 class TaskSpec(BaseModel, frozen=True):
@@ -29,9 +32,15 @@ class TaskSpec(BaseModel, frozen=True):
     queue: Queue
 
 
+# the service contract (README "Celery contract"): stable, versioned names; a v2 would sit beside them
+SUBMIT_RESEARCH = TaskSpec(name="finagent.v1.submit_research", queue=Queue.public)
+GET_JOB = TaskSpec(name="finagent.v1.get_job", queue=Queue.public)
+JOB_EVENTS = TaskSpec(name="finagent.v1.job_events", queue=Queue.public)
+CANCEL_JOB = TaskSpec(name="finagent.v1.cancel_job", queue=Queue.public)
+PUBLIC_TASKS = [SUBMIT_RESEARCH, GET_JOB, JOB_EVENTS, CANCEL_JOB]
+
 # the coordinator's own tasks and the ingestion fan-out
 ADVANCE = TaskSpec(name="tasks.coordinator.advance", queue=Queue.coordinator)
-SUBMIT_RESEARCH = TaskSpec(name="tasks.coordinator.submit_research", queue=Queue.coordinator)
 RESUME_STALLED = TaskSpec(name="tasks.coordinator.resume_stalled", queue=Queue.coordinator)
 EMBED_BATCH = TaskSpec(name="tasks.ingest.embed_batch", queue=Queue.batch)
 
@@ -49,7 +58,7 @@ CALL_TASKS: dict[TaskKind, TaskSpec] = {
     "tenk_evaluate": TaskSpec(name="tasks.tenk.evaluate", queue=Queue.llm),
 }
 
-ALL_TASKS: list[TaskSpec] = [ADVANCE, SUBMIT_RESEARCH, RESUME_STALLED, EMBED_BATCH, *CALL_TASKS.values()]
+ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, EMBED_BATCH, *CALL_TASKS.values()]
 TASK_ROUTES = {t.name: {"queue": t.queue.value} for t in ALL_TASKS}
 TASK_QUEUES = [KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in Queue]
 
@@ -69,7 +78,7 @@ class WorkerSpec(BaseModel, frozen=True):
 # One process per queue (a fan-out's CPU work then runs on every core instead of queueing behind one
 # GIL), each with a thread pool: the work is I/O-bound.
 WORKERS: list[WorkerSpec] = [
-    WorkerSpec(name="coordinator", queues=[Queue.coordinator], concurrency=8, beat=True),
+    WorkerSpec(name="coordinator", queues=[Queue.coordinator, Queue.public], concurrency=8, beat=True),
     WorkerSpec(name="search", queues=[Queue.search], concurrency=8),
     WorkerSpec(name="llm", queues=[Queue.llm], concurrency=16),
     WorkerSpec(name="batch", queues=[Queue.batch], concurrency=4),
