@@ -25,3 +25,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[${extras}]"
   touch "$stamp"
 fi
+# the browser tests (pytest -m browser) render the batch report in headless Chromium
+if [[ ",$extras," == *",dev,"* ]] && ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
