@@ -11,7 +11,7 @@ from typing import Protocol
 from agent.context import Context
 from agent.infra.events import publish
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
-from agent.persistence import jobstore
+from agent.persistence import batchstore, jobstore
 
 
 class Dispatcher(Protocol):
@@ -42,12 +42,24 @@ def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[s
     job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
     if created:
         publish(ctx.redis, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
-        dispatcher.start(job_id, request.batch)
+        if request.batch:
+            admit_batch_jobs(ctx, dispatcher)
+        else:
+            dispatcher.start(job_id, batch=False)
     else:
         existing = jobstore.load_job(ctx.pool, job_id)
         if existing is not None and not _same_request(existing.state.request, request):
             raise IdempotencyConflict(request.idempotency_key or "", job_id)
     return job_id, created
+
+
+def admit_batch_jobs(ctx: Context, dispatcher: Dispatcher) -> list[str]:
+    """Start the oldest waiting batch jobs while fewer than `batch_concurrency` run; called when a batch job is
+    submitted or ends, and by the beat. The rest wait in the database, not in the broker."""
+    admitted = batchstore.claim_batch_slots(ctx.pool, ctx.settings.batch_concurrency)
+    for job_id in admitted:
+        dispatcher.start(job_id, batch=True)
+    return admitted
 
 
 def rerun_with_feedback(ctx: Context, dispatcher: Dispatcher, parent_id: str, feedback: str) -> tuple[str, bool]:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.settings import get_settings
+from ops.cli_batch import batch_app
 from workers.topology import Queue
 
 if TYPE_CHECKING:
@@ -246,14 +247,23 @@ def demo(question: str = typer.Argument("What was NVDA's revenue last quarter an
     run_question(JobRequest(question=question), as_json=False)
 
 
-jobs_app = typer.Typer(no_args_is_help=True, help="Inspect research jobs.")
+jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and cancel research jobs.")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(batch_app, name="batch")
 
 
 @jobs_app.command("list")
-def jobs_list(limit: int = 20, status: Optional[str] = None, as_json: bool = typer.Option(False, "--json")):
+def jobs_list(limit: int = typer.Option(20, min=1, max=1000), status: Optional[str] = None, as_json: bool = typer.Option(False, "--json")):
+    """The most recent jobs, newest first."""
+    from typing import get_args
+
+    from agent.models.job import JobStatus
     from agent.persistence.jobstore import list_jobs
     from ops.runtime import bootstrap
+
+    if status is not None and status not in get_args(JobStatus):
+        err.print(f"[red]unknown status {status!r}; the statuses are {', '.join(get_args(JobStatus))}[/red]")
+        raise typer.Exit(code=2)
 
     rows = list_jobs(bootstrap().pool, limit, status)
     if as_json:
@@ -264,23 +274,48 @@ def jobs_list(limit: int = 20, status: Optional[str] = None, as_json: bool = typ
     console.print(table)
 
 
+def _find_job(ctx, job_id: str):
+    from agent.submission import find_job
+
+    try:
+        return find_job(ctx, job_id)
+    except LookupError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(code=1) from None
+
+
 @jobs_app.command("show")
 def jobs_show(job_id: str, ledger: bool = typer.Option(False, help="also print the tool ledger")):
     """Print a job's result object (JSON), optionally with its tool ledger."""
-    from agent.persistence.jobstore import load_job
     from agent.persistence.ledger import load_ledger
     from ops.runtime import bootstrap
 
     ctx = bootstrap()
-    job = load_job(ctx.pool, job_id)
-    if job is None:
-        err.print(f"no job {job_id}")
-        raise typer.Exit(code=1)
+    job = _find_job(ctx, job_id)
     data = {"job_id": job.id, "status": job.status, "step": job.step, "error": job.error,
             "result": job.result.model_dump(mode="json") if job.result else None}
     if ledger:
         data["tool_ledger"] = load_ledger(ctx.pool, job.id)
     _print_json(data)
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: str):
+    """Cancel a job: it ends at its next step with status `cancelled`, keeping its answer so far."""
+    from agent.models.job import FINAL_STATUSES
+    from agent.submission import cancel
+    from ops.runtime import bootstrap
+    from tasks.dispatch import CeleryDispatcher
+
+    try:
+        status = cancel(bootstrap(), CeleryDispatcher(), job_id)
+    except LookupError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(code=1) from None
+    if status in FINAL_STATUSES and status != "cancelled":
+        err.print(f"[yellow]job {job_id} already ended: {status}[/yellow]")
+        raise typer.Exit(code=1)
+    console.print(f"job {job_id}: cancel requested (status {status}); `finagent jobs show {job_id}` shows the result")
 
 
 @jobs_app.command("events")
@@ -291,96 +326,88 @@ def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--
     from ops.runtime import bootstrap
 
     ctx = bootstrap()
-    for ev in (follow(ctx.redis, job_id, timeout_s=3600) if follow_live else replay(ctx.redis, job_id)):
+    job = _find_job(ctx, job_id)
+    for ev in (follow(ctx.redis, job.id, timeout_s=3600) if follow_live else replay(ctx.redis, job.id)):
         print_event(ev)
 
 
 @app.command()
-def batch(path: Path, mode: Optional[str] = None, wait: bool = typer.Option(True, help="wait and write results"),
-          out: Optional[Path] = typer.Option(None, help="JSONL of results (default: PATH.results.jsonl)")):
-    """Overnight batch: one question per line (or JSONL with a "question" field), on the low-priority batch queue.
-    Re-running the same file reuses the jobs already submitted (idempotency key = file + line). Bad lines are
-    reported with their line number and skipped; the command then exits with status 1."""
-    import time
-
-    from rich.progress import Progress
-
-    from agent.persistence.jobstore import load_job, statuses
-    from ops.batch import read_batch, result_record, submit_batch
-    from ops.runtime import bootstrap
-
-    if not path.is_file():
-        err.print(f"[red]{path}: no such file[/red]")
-        raise typer.Exit(code=2)
-    lines = read_batch(path, mode)
-    bad = [item for item in lines if item.error]
-    for item in bad:
-        err.print(f"[red]{path}:{item.line}: {item.error}[/red]")
-    ctx = bootstrap(workers=True)
-    submit_batch(ctx, lines)
-    ids = [item.job_id for item in lines if item.job_id]
-    console.print(f"submitted {len(ids)} jobs on the batch queue" + (f"; {len(bad)} invalid lines skipped" if bad else ""))
-    if wait:
-        with Progress(console=err) as progress:
-            task = progress.add_task("research jobs", total=len(ids))
-            while True:
-                done = sum(1 for s in statuses(ctx.pool, ids).values() if s in ("completed", "failed", "rejected"))
-                progress.update(task, completed=done)
-                if done == len(ids):
-                    break
-                time.sleep(1)
-        target = out or path.with_suffix(".results.jsonl")
-        with target.open("w") as fh:
-            for item in lines:
-                job = load_job(ctx.pool, item.job_id) if item.job_id else None
-                fh.write(json.dumps(result_record(item, job)) + "\n")
-        console.print(f"results: {target}")
-    if bad:
-        raise typer.Exit(1)
-
-
-@app.command()
 def api(host: str = "127.0.0.1", port: int = 8000):
-    """Run the HTTP API (FastAPI) on the configured services."""
+    """Run the HTTP API (/v1, FastAPI) on the configured services. Off loopback it needs FINAGENT_API_KEYS."""
     import uvicorn
 
+    from api_stub.auth import BindRefused, check_bind
     from ops.runtime import bootstrap
 
+    try:
+        check_bind(host, get_settings())
+    except BindRefused as exc:
+        err.print(str(exc), soft_wrap=True, highlight=False, markup=False)
+        raise typer.Exit(code=2) from None
     bootstrap(workers=True)
     uvicorn.run("api_stub.app:app", host=host, port=port)
 
 
 @app.command()
-def flower(port: int = 5555):
-    """Run Flower against the configured broker to watch workers and tasks."""
+def flower(host: str = typer.Option("127.0.0.1", help="address to listen on; off loopback needs FINAGENT_FLOWER_BASIC_AUTH"),
+           port: int | None = typer.Option(None, help="default FINAGENT_FLOWER_PORT")):
+    """Run Flower against the configured broker to watch workers and tasks (basic auth from
+    FINAGENT_FLOWER_BASIC_AUTH, task history kept in FINAGENT_DATA_DIR/flower.db)."""
     import os
-    import subprocess
-    import sys
 
+    from agent.settings import get_settings
+    from ops.flower import FlowerConfigError, check_bind, flower_command
     from ops.runtime import bootstrap
     from ops.stack import celery_broker_url
 
-    ctx = bootstrap(workers=True)
-    subprocess.run([sys.executable, "-m", "celery", "-A", "workers.app", "--broker", celery_broker_url(ctx.redis_url),
-                    "flower", f"--port={port}"], env=dict(os.environ), check=False)
+    settings = get_settings()
+    try:
+        check_bind(settings, host)
+    except FlowerConfigError as exc:
+        err.print(f"[red]{exc}[/red]", soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    # a configured broker is used as it is; the embedded stack is started, with local workers to watch
+    redis_url = settings.redis_url or bootstrap(workers=True).redis_url
+    cmd = flower_command(settings, celery_broker_url(redis_url), host=host, port=port)
+    cmd.db.parent.mkdir(parents=True, exist_ok=True)
+    os.execve(cmd.argv[0], cmd.argv, os.environ | cmd.env)  # Flower gets the signals and saves its state on stop
 
 
 @app.command()
-def worker(queues: str = typer.Option(",".join(q.value for q in Queue), "-Q", help="comma-separated queues"),
-           concurrency: int = typer.Option(8, "-c")):
-    """Run one Celery worker in the foreground (threads pool) on the given queues (workers/topology.py)."""
+def worker(queues: str = typer.Option(",".join(q.value for q in Queue), "--queues", "-Q", help="comma-separated queues"),
+           concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="threads (default: the topology's for that pool)"),
+           name: Optional[str] = typer.Option(None, "--name", "-n", help="node name (default: the pool's name)")):
+    """Run one production Celery worker in the foreground (threads pool) on the given queues (workers/topology.py)."""
+    import os
+    import sys
+
+    from ops.runtime import bootstrap
+    from workers.topology import WORKERS, worker_argv
+
+    wanted = [q for q in queues.split(",") if q]
+    unknown = sorted(set(wanted) - {q.value for q in Queue})
+    if unknown or not wanted:
+        err.print(f"[red]unknown queue {', '.join(unknown) or '(none)'}; the queues are {', '.join(q.value for q in Queue)}[/red]")
+        raise typer.Exit(code=2)
+    pool = next((w for w in WORKERS if {q.value for q in w.queues} == set(wanted)), None)
+    spec = (pool or WORKERS[0]).model_copy(update={"queues": [Queue(q) for q in wanted],
+                                                   "concurrency": concurrency or (pool.concurrency if pool else 8)})
+    bootstrap()
+    os.execv(sys.executable, [sys.executable, "-m", "celery", *worker_argv(spec, name or (pool.name if pool else "worker")), "-l", "INFO"])
+
+
+@app.command()
+def beat():
+    """Run Celery beat (the stalled-job sweep and the batch admissions) in the foreground; run exactly one."""
     import os
     import sys
 
     from ops.runtime import bootstrap
 
-    unknown = sorted(set(queues.split(",")) - {q.value for q in Queue})
-    if unknown:
-        err.print(f"[red]unknown queue {', '.join(unknown)}; the queues are {', '.join(q.value for q in Queue)}[/red]")
-        raise typer.Exit(code=2)
-    bootstrap()
-    os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
-                              "-P", "threads", "-c", str(concurrency), "-E", "-l", "INFO"])
+    ctx = bootstrap()
+    schedule = ctx.settings.data_dir / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "-s", str(schedule), "-l", "INFO"])
 
 
 if __name__ == "__main__":

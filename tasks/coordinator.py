@@ -2,9 +2,11 @@
 fan-out as a chord whose body is the next `advance`. It never waits on another task."""
 from __future__ import annotations
 
+from agent.infra import metrics
 from agent.infra.events import publish_once, published_marker
-from agent.models.job import Outbox
+from agent.models.job import FINAL_STATUSES, Outbox
 from agent.persistence import jobstore
+from agent.submission import admit_batch_jobs
 from agent.work.coordinator import advance_job
 from tasks.dispatch import CeleryDispatcher, fan_out
 from workers.app import app, context
@@ -26,6 +28,10 @@ def advance(self, job_id: str, done_step: str = "start") -> str:
     if ran.outcome.calls:
         fan_out(job_id, str(ran.outcome.step), ran.outcome.calls, ran.iteration, ran.batch)
     flush_events(job_id, ran.outcome.state.outbox)
+    if ran.outcome.status in FINAL_STATUSES:
+        metrics.observe_job_end(ran.outcome.state, ran.outcome.result, ran.outcome.status)
+    if ran.batch and ran.outcome.status in FINAL_STATUSES:
+        admit_batch_jobs(context(), CeleryDispatcher())  # its slot is free: the next batch job starts
     return str(ran.outcome.step)
 
 
@@ -39,6 +45,7 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
     """Beat task: re-send the in-flight calls of running jobs that have not moved for a while (on the
     queues their job uses), and publish any step events a crashed coordinator committed but did not publish."""
     ctx = context()
+    admit_batch_jobs(ctx, CeleryDispatcher())  # slots freed by jobs whose end was not followed by an admission
     resumed = []
     finished = jobstore.recent_final_outboxes(ctx.pool, within_s=3600)
     with ctx.redis.pipeline(transaction=False) as pipe:  # one round trip for every marker

@@ -2,8 +2,9 @@
 keyed rows (evidence, step outputs, tool calls) with ON CONFLICT so a redelivered task adds nothing."""
 from __future__ import annotations
 
+import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
 
@@ -30,6 +31,8 @@ class JobRow:
         self.parent_job_id = str(row["parent_job_id"]) if row.get("parent_job_id") else None
         self.question: str = row["question"]
         self.cancel_requested = row.get("cancel_requested_at") is not None
+        self.created_at: dt.datetime | None = row.get("created_at")
+        self.updated_at: dt.datetime | None = row.get("updated_at")
 
 
 def create_job(pool, state: JobState) -> tuple[str, bool]:
@@ -168,18 +171,41 @@ def statuses(pool, job_ids: list[str]) -> dict[str, str]:
 
 
 def list_jobs(pool, limit: int = 20, status: str | None = None) -> list[dict]:
+    return page_jobs(pool, limit, [status] if status else None)[0]
+
+
+class PagePosition(NamedTuple):
+    """Where a page of jobs ended: the next page starts strictly after (older than) this job."""
+
+    created_at: dt.datetime
+    job_id: str
+
+
+def page_jobs(pool, limit: int = 20, statuses: list[str] | None = None, created_after: dt.datetime | None = None,
+              after: PagePosition | None = None) -> tuple[list[dict], PagePosition | None]:
+    """Newest first, keyset-paginated on (created_at, id) (index research_jobs_created): a page never repeats or
+    skips a job however many are created while a client pages. Returns the rows and where the next page starts
+    (None on the last page)."""
     with pool.connection() as conn:
-        return conn.execute(
+        rows = conn.execute(
             "SELECT id, status, step, question, created_at, updated_at FROM research_jobs"
-            " WHERE (%s::text IS NULL OR status = %s) ORDER BY created_at DESC LIMIT %s",
-            (status, status, limit),
+            " WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))"
+            " AND (%(created_after)s::timestamptz IS NULL OR created_at > %(created_after)s::timestamptz)"
+            " AND (%(after_t)s::timestamptz IS NULL OR (created_at, id) < (%(after_t)s::timestamptz, %(after_id)s::uuid))"
+            " ORDER BY created_at DESC, id DESC LIMIT %(limit)s",
+            {"statuses": statuses or None, "created_after": created_after, "limit": limit + 1,
+             "after_t": after.created_at if after else None, "after_id": after.job_id if after else None},
         ).fetchall()
+    page = rows[:limit]
+    more = len(rows) > limit
+    return page, (PagePosition(page[-1]["created_at"], str(page[-1]["id"])) if more and page else None)
 
 
 def stalled_jobs(pool, stalled_after_s: int) -> list[dict]:
     with pool.connection() as conn:
         return conn.execute(
             "SELECT id FROM research_jobs WHERE status IN ('queued', 'running')"
+            " AND NOT (batch AND admitted_at IS NULL AND cancel_requested_at IS NULL)"  # waiting for a batch slot, not stalled
             " AND updated_at < now() - make_interval(secs => %s)", (stalled_after_s,)
         ).fetchall()
 

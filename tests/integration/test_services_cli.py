@@ -128,23 +128,31 @@ def test_batch_runs_good_lines_reports_bad_ones_and_reuses_jobs_on_rerun(ctx, sa
     from ops.workers import stop_workers
 
     f = tmp_path / "overnight.txt"
+    out, report = tmp_path / "results.jsonl", tmp_path / "morning.html"
     f.write_text("What was NVDA's revenue last quarter?\n"
                  '{"question": "What was AAPL\'s revenue last quarter?", "mode": "turbo"}\n'
                  '{"question": "What was MSFT\'s revenue last quarter?"}\n')
     try:
-        first = finagent(ctx, "batch", str(f), "--mode", "direct", cwd=tmp_path)
+        first = finagent(ctx, "batch", "run", str(f), "--mode", "direct", "--out", str(out), "--report", str(report), cwd=tmp_path)
         assert first.returncode == 1, first.stderr  # a bad line makes the exit status say so...
         assert f"{f}:2:" in first.stderr and "mode" in first.stderr
-        assert "submitted 2 jobs" in first.stdout  # ...but the good lines ran
-        records = [json.loads(line) for line in f.with_suffix(".results.jsonl").read_text().splitlines()]
+        assert "2 questions, 0 already answered, 1 invalid lines skipped" in " ".join(first.stdout.split())  # ...but the good lines ran
+        records = [json.loads(line) for line in out.read_text().splitlines()]
         assert [r["line"] for r in records] == [1, 2, 3]
         assert records[1]["status"] == "invalid" and "mode" in records[1]["error"]
         assert records[0]["status"] == records[2]["status"] == "completed"
-        assert "35.1" in records[0]["answer"] and records[0]["citations"]
-        assert records[2]["citations"][0]["ticker"] == "MSFT"
-        again = finagent(ctx, "batch", str(f), "--mode", "direct", cwd=tmp_path)
-        rerun = [json.loads(line) for line in f.with_suffix(".results.jsonl").read_text().splitlines()]
+        assert "35.1" in records[0]["result"]["answer"] and records[0]["result"]["citations"]
+        assert records[2]["result"]["citations"][0]["ticker"] == "MSFT"
+        assert report.is_file() and report.with_suffix(".md").is_file() and "What was MSFT" in report.read_text()
+        again = finagent(ctx, "batch", "run", str(f), "--mode", "direct", "--out", str(out), cwd=tmp_path)
+        assert "2 already answered" in " ".join(again.stdout.split())
+        rerun = [json.loads(line) for line in out.read_text().splitlines()]
         assert again.returncode == 1 and [r.get("job_id") for r in rerun] == [r.get("job_id") for r in records]
+        status = finagent(ctx, "batch", "status", str(f.resolve()), "--json", cwd=tmp_path)
+        [progress] = json.loads(status.stdout)
+        assert progress["counts"] == {"completed": 2, "invalid": 1} and progress["done"] == progress["total"] == 3
+        missing = finagent(ctx, "batch", "run", str(tmp_path / "nope.txt"), cwd=tmp_path)
+        assert missing.returncode == 2 and missing.stderr.strip().endswith("no such file")
     finally:
         stop_workers(ctx.settings)
 

@@ -2,8 +2,10 @@
 ALTER TABLE research_jobs ADD COLUMN IF NOT EXISTS cancel_requested_at timestamptz;
 ALTER TABLE research_jobs ADD COLUMN IF NOT EXISTS batch boolean NOT NULL DEFAULT false;
 ALTER TABLE research_jobs ADD COLUMN IF NOT EXISTS finished_at timestamptz;
+-- a batch job is dispatched only when one of the batch_concurrency slots is free; this marks when it got one
+ALTER TABLE research_jobs ADD COLUMN IF NOT EXISTS admitted_at timestamptz;
 CREATE INDEX IF NOT EXISTS research_jobs_created ON research_jobs (created_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS research_jobs_running_batch ON research_jobs (status) WHERE batch;
+CREATE INDEX IF NOT EXISTS research_jobs_batch_queue ON research_jobs (created_at) WHERE batch AND admitted_at IS NULL;
 
 -- A batch is a named set of lines; each line is keyed by its question's own content, so an edited file
 -- re-runs only the lines whose content changed.

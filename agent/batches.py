@@ -1,0 +1,166 @@
+"""Overnight batches: many questions submitted at once, run on the low-priority batch queue, at most
+`batch_concurrency` at a time.
+
+Each line is keyed by its own content (the question, whitespace-normalised, and its options), not by its
+position or the file's digest. Submitting a batch again (after a crash, a Ctrl-C or an edit of the file)
+therefore reuses the job of every line whose content is unchanged, and runs only new or edited lines.
+`retry_failed` gives the lines whose job failed a new job. A bad line (invalid JSON, a question too short
+or too long, an unknown mode) is kept with its line number and reason; every other line still runs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agent.context import Context
+from agent.models.batch import BatchItem, BatchProgress, BatchReport
+from agent.models.job import FINAL_STATUSES, JobRequest, JobResult
+from agent.persistence import batchstore, jobstore
+from agent.submission import Dispatcher, create
+
+RETRIED_STATUSES = ("failed",)
+
+
+class BatchLine(BaseModel):
+    line: int  # 1-based, as an editor shows it
+    request: JobRequest | None = None
+    error: str | None = None
+    key: str | None = None  # the content key of a valid line
+    question: str = ""
+
+
+def content_key(request: JobRequest) -> str:
+    """What identifies a question: its normalised text and the options that change its answer."""
+    fields = request.model_dump(mode="json", exclude={"idempotency_key", "batch", "parent_job_id"}, exclude_none=True)
+    fields["question"] = re.sub(r"\s+", " ", request.question).strip()
+    if fields.get("tickers"):
+        fields["tickers"] = sorted(t.upper() for t in fields["tickers"])
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _error_text(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
+
+
+def parse_line(n: int, raw: str | dict[str, Any], mode: str | None = None) -> BatchLine:
+    """One line: a question, or a JSON object with "question" and any other JobRequest field."""
+    try:
+        if isinstance(raw, str):
+            text = raw.strip()
+            fields: Any = json.loads(text) if text[:1] in "{[" else {"question": text}
+        else:
+            fields = raw
+        if not isinstance(fields, dict):
+            raise ValueError("expected a question or a JSON object")
+        fields = {k: v for k, v in fields.items() if k not in ("batch", "idempotency_key")}
+        request = JobRequest.model_validate(({"mode": mode} if mode else {}) | fields | {"batch": True})
+        return BatchLine(line=n, request=request, key=content_key(request), question=request.question)
+    except json.JSONDecodeError as exc:
+        return BatchLine(line=n, error=f"invalid JSON: {exc.msg} at column {exc.colno}")
+    except ValidationError as exc:
+        question = fields.get("question") if isinstance(fields, dict) else None
+        return BatchLine(line=n, error=_error_text(exc), question=str(question or "")[:200])
+    except ValueError as exc:
+        return BatchLine(line=n, error=str(exc))
+
+
+def parse_lines(lines: list[str | dict[str, Any]], mode: str | None = None) -> list[BatchLine]:
+    """Lines of a JSONL/text body or the items of a JSON list; blank lines and # comments are skipped."""
+    out = []
+    for n, raw in enumerate(lines, start=1):
+        if isinstance(raw, str) and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        out.append(parse_line(n, raw, mode))
+    return out
+
+
+def read_file(path: Path, mode: str | None = None) -> list[BatchLine]:
+    return parse_lines(list(path.read_text(encoding="utf-8", errors="replace").splitlines()), mode)
+
+
+def create_batch(ctx: Context, dispatcher: Dispatcher, name: str, lines: list[BatchLine], retry_failed: bool = False) -> str:
+    """Submit the lines as batch `name` (created on first use) and return the batch id. Idempotent: a line whose
+    content already has a job in this batch keeps it; with `retry_failed`, a failed one gets a new job."""
+    batch_id = batchstore.upsert_batch(ctx.pool, name)
+    attempts = batchstore.previous_attempts(ctx.pool, batch_id)
+    items = []
+    for line in lines:
+        row: dict[str, Any] = {"line": line.line, "key": line.key, "question": line.question, "job_id": None,
+                               "error": line.error, "mode": None, "attempts": attempts.get(line.key or "", 1)}
+        if line.request is not None:
+            row["mode"] = line.request.mode.value if line.request.mode else None
+            request = line.request.model_copy(update={"idempotency_key": f"batch:{batch_id}:{line.key}"})
+            job_id, created = create(ctx, dispatcher, request)
+            if not created and retry_failed:
+                job = jobstore.load_job(ctx.pool, job_id)
+                if job is not None and job.status in RETRIED_STATUSES:
+                    jobstore.release_idempotency_key(ctx.pool, job_id)
+                    job_id, _ = create(ctx, dispatcher, request)
+                    row["attempts"] += 1
+            row["job_id"] = job_id
+        items.append(row)
+    batchstore.replace_items(ctx.pool, batch_id, items)
+    return batch_id
+
+
+def find(ctx: Context, name_or_id: str) -> str | None:
+    row = batchstore.find_batch(ctx.pool, name_or_id)
+    return str(row["id"]) if row else None
+
+
+def batch_items(pool, batch_id: str) -> list[BatchItem]:
+    items = []
+    for r in batchstore.item_rows(pool, batch_id):
+        result = JobResult.model_validate(r["result"]) if r["result"] else None
+        # the job's own run time (from its start, not from its wait for a batch slot), else since it was created
+        seconds = result.timing.get("total") if result else None
+        if seconds is None and r["finished_at"] and r["created_at"]:
+            seconds = (r["finished_at"] - r["created_at"]).total_seconds()
+        error = r["line_error"] or r["job_error"] or (result.error if result else None)
+        items.append(BatchItem(line=r["line"], key=r["item_key"], question=r["question"], mode=r["mode"] or (result.mode if result else None),
+                               status="invalid" if r["line_error"] else r["status"] or "queued",
+                               job_id=str(r["job_id"]) if r["job_id"] else None, error=error,
+                               seconds=round(seconds, 3) if seconds is not None else None, attempts=r["attempts"],
+                               result=result))
+    return items
+
+
+def batch_progress(pool, batch_id: str) -> BatchProgress | None:
+    row = batchstore.find_batch(pool, batch_id)
+    if row is None:
+        return None
+    rows = batchstore.item_rows(pool, batch_id)
+    counts: dict[str, int] = {}
+    for r in rows:
+        status = "invalid" if r["line_error"] else r["status"] or "queued"
+        counts[status] = counts.get(status, 0) + 1
+    done = sum(n for s, n in counts.items() if s in FINAL_STATUSES or s == "invalid")
+    jobs = [r for r in rows if r["job_id"] and r["created_at"]]
+    finished = [r["finished_at"] for r in jobs if r["finished_at"]]
+    eta = None
+    if jobs and finished and done < len(rows):
+        started = min(r["created_at"] for r in jobs)
+        elapsed = (max(finished) - started).total_seconds()
+        per_job = elapsed / len(finished)
+        eta = round(per_job * (len(rows) - done), 1)
+    return BatchProgress(batch_id=batch_id, name=row["name"], created_at=row["created_at"], total=len(rows), counts=counts,
+                         done=done, finished_at=max(finished) if finished and done == len(rows) else None, eta_seconds=eta)
+
+
+def batch_report(pool, batch_id: str) -> BatchReport | None:
+    """The morning report's input: every line, and the batch's wall time from its first job to its last end."""
+    row = batchstore.find_batch(pool, batch_id)
+    if row is None:
+        return None
+    rows = batchstore.item_rows(pool, batch_id)
+    created = [r["created_at"] for r in rows if r["created_at"]]
+    finished = [r["finished_at"] for r in rows if r["finished_at"]]
+    started_at = min(created) if created else row["created_at"]
+    finished_at = max(finished) if finished else dt.datetime.now(dt.UTC)
+    return BatchReport(name=row["name"], started_at=started_at, finished_at=finished_at, items=batch_items(pool, batch_id))

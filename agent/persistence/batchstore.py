@@ -1,0 +1,75 @@
+"""Persistence of overnight batches: the batch, its lines and their jobs, and the batch-concurrency slots."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agent.models.job import FINAL_STATUSES
+
+# pg_advisory_xact_lock key serialising slot claims (any constant; "fbat" in ASCII)
+_ADMISSION_LOCK = 0x66626174
+
+
+def upsert_batch(pool, name: str) -> str:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "INSERT INTO batches (id, name) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET updated_at = now() RETURNING id",
+            (str(uuid.uuid4()), name)).fetchone()
+    return str(row["id"])
+
+
+def find_batch(pool, name_or_id: str) -> dict[str, Any] | None:
+    with pool.connection() as conn:
+        return conn.execute("SELECT * FROM batches WHERE name = %s OR id::text = %s", (name_or_id, name_or_id)).fetchone()
+
+
+def latest_batches(pool, limit: int = 5) -> list[dict[str, Any]]:
+    with pool.connection() as conn:
+        return conn.execute("SELECT * FROM batches ORDER BY updated_at DESC LIMIT %s", (limit,)).fetchall()
+
+
+def previous_attempts(pool, batch_id: str) -> dict[str, int]:
+    """item key -> attempts so far, from the batch's last run."""
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT item_key, max(attempts) AS n FROM batch_items WHERE batch_id = %s AND item_key IS NOT NULL"
+                            " GROUP BY item_key", (batch_id,)).fetchall()
+    return {r["item_key"]: r["n"] for r in rows}
+
+
+def replace_items(pool, batch_id: str, items: list[dict[str, Any]]) -> None:
+    """The batch's lines as the file has them now (an edited file drops the lines it no longer has)."""
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("DELETE FROM batch_items WHERE batch_id = %s", (batch_id,))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO batch_items (batch_id, line, item_key, question, mode, job_id, error, attempts)"
+                " VALUES (%(batch_id)s, %(line)s, %(key)s, %(question)s, %(mode)s, %(job_id)s, %(error)s, %(attempts)s)",
+                [{"batch_id": batch_id} | item for item in items])
+        conn.execute("UPDATE batches SET updated_at = now() WHERE id = %s", (batch_id,))
+
+
+def item_rows(pool, batch_id: str) -> list[dict[str, Any]]:
+    """Each line with its job's status, result and times, in line order."""
+    with pool.connection() as conn:
+        return conn.execute(
+            "SELECT i.line, i.item_key, i.question, i.mode, i.job_id, i.error AS line_error, i.attempts,"
+            " j.status, j.result, j.error AS job_error, j.created_at, j.finished_at"
+            " FROM batch_items i LEFT JOIN research_jobs j ON j.id = i.job_id WHERE i.batch_id = %s ORDER BY i.line",
+            (batch_id,)).fetchall()
+
+
+def claim_batch_slots(pool, concurrency: int) -> list[str]:
+    """Admit the oldest waiting batch jobs into the free slots of `concurrency` (jobs admitted and not yet
+    finished hold a slot). Serialised by an advisory lock, so two callers never hand out the same slot."""
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADMISSION_LOCK,))
+        held = conn.execute("SELECT count(*) AS n FROM research_jobs WHERE batch AND admitted_at IS NOT NULL"
+                            " AND status <> ALL(%s)", (list(FINAL_STATUSES),)).fetchone()["n"]
+        free = concurrency - held
+        if free <= 0:
+            return []
+        rows = conn.execute(
+            "UPDATE research_jobs SET admitted_at = now(), updated_at = now() WHERE id IN ("
+            " SELECT id FROM research_jobs WHERE batch AND admitted_at IS NULL AND status = 'queued'"
+            " ORDER BY created_at, id LIMIT %s) RETURNING id", (free,)).fetchall()
+    return [str(r["id"]) for r in rows]
