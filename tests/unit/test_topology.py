@@ -76,9 +76,9 @@ def test_a_batch_job_runs_every_step_on_the_batch_queue():
     assert queue_for(ADVANCE, batch=True) == "batch" and queue_for(ADVANCE, batch=False) == "coordinator"
     assert advance_signature("j", "start", batch=True).options["queue"] == "batch"
     call = SearchCall(n=3, spec=SearchSpec(ticker="ACME", period="2024_q4", query="margin"))
-    sig = call_signature(call, "j", 2, 3, batch=False)
+    sig = call_signature(call, "j", 2, batch=False)
     assert sig.options == {"task_id": "j:2:search:3", "queue": "search"} and sig.task == CALL_TASKS["search"].name
-    assert call_signature(call, "j", 2, 3, batch=True).options["queue"] == "batch"
+    assert call_signature(call, "j", 2, batch=True).options["queue"] == "batch"
 
 
 REGISTERED = """

@@ -1,0 +1,112 @@
+"""Every id a job sends to Celery starts with the job id, is the same when a step is re-sent, and never repeats
+within the job: checked on whole jobs driven through the pure state machine (no broker; canvases are built,
+not sent)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from celery.canvas import Signature, _chain, _chord
+
+from agent.models.research import ScopeFindings
+from agent.models.steps import ComposeOutput, EvaluateOutput, ExtractCall, ExtractOutput, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput
+from agent.models.tenk import TenKPlan
+from tasks.dispatch import fan_out_canvas, start_task_id
+from tests.unit.machine_driver import Job, answer, evaluation
+from tests.unit.test_machine import answer_round, keep_searching, planned, run_tenk_round, sub_question
+from workers.topology import ADVANCE
+
+JOB = "job-1"  # the driver's job id
+
+
+def canvas_ids(canvas: Signature) -> tuple[list[str], str | None]:
+    """(task ids in sending order, the chord's header group id)."""
+    if isinstance(canvas, _chord):
+        return [t.options["task_id"] for t in canvas.tasks] + [canvas.body.options["task_id"]], canvas.options["task_id"]
+    assert isinstance(canvas, _chain)
+    return [t.options["task_id"] for t in canvas.tasks], None
+
+
+def sent_ids(job: Job, parallel: bool = True) -> tuple[list[str], list[str]]:
+    """Every task id and group id the coordinator would send for the job's steps so far."""
+    tasks, groups = [start_task_id(JOB)], []
+    for out in job.outcomes:
+        if not out.calls:
+            continue
+        canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=parallel)
+        again = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=parallel)
+        assert canvas_ids(canvas) == canvas_ids(again)  # a redelivered step re-sends the same ids
+        body = canvas.body if isinstance(canvas, _chord) else canvas.tasks[-1]
+        assert body.task == ADVANCE.name and body.args == (JOB, str(out.step))
+        ids, group = canvas_ids(canvas)
+        tasks += ids
+        groups += [group] if group else []
+    return tasks, groups
+
+
+def assert_unique_and_prefixed(job: Job) -> list[str]:
+    for parallel in (True, False):
+        tasks, groups = sent_ids(job, parallel)
+        assert all(i.startswith(f"{JOB}:") for i in tasks + groups)
+        assert [i for i, n in Counter(tasks).items() if n > 1] == []
+        assert [i for i, n in Counter(groups).items() if n > 1] == []
+    return sent_ids(job)[0]
+
+
+def test_a_multi_iteration_job_sends_distinct_ids_named_after_their_steps():
+    job = Job(max_iterations=4)
+    planned(job)
+    out = keep_searching(job, 75, rounds=10)
+    assert out.status == "completed" and job.state.iteration == 4
+    ids = assert_unique_and_prefixed(job)
+    assert ids[:3] == [f"{JOB}:0:start:0", f"{JOB}:0:plan", f"{JOB}:0:advance:plan"]
+    for it in range(1, 4):
+        assert {f"{JOB}:{it}:advance:{s}" for s in ("search", "extract", "compose", "evaluate")} <= set(ids)
+    assert f"{JOB}:4:advance:extract" in ids and f"{JOB}:4:advance:search" not in ids  # a refinement round
+    assert f"{JOB}:2:extract:ACME:2025_q1" in ids  # a call's id is its output key
+
+
+def test_ten_k_rounds_in_one_iteration_carry_their_round():
+    job = Job()
+    planned(job, data_sources=["10k"], needs_10k=True)
+    for n in range(1, 4):
+        run_tenk_round(job, quality=0.3, chunks=1, sub_questions=[sub_question(n, f"phrase {n}")])
+    assert job.state.iteration == 1 and job.state.tenk.round == 4  # round 4 planning in flight
+    ids = assert_unique_and_prefixed(job)
+    for r in (1, 2, 3):
+        assert {f"{JOB}:1:advance:tenk{r}:{s}" for s in ("plan", "retrieve", "answer", "evaluate")} <= set(ids)
+        assert f"{JOB}:1:tenk{r}:answer:ACME" in ids
+
+
+def test_a_rerouted_job_with_10k_rounds_and_searches_side_by_side():
+    job = Job(mode="detailed")
+    planned(job)
+    answer_round(job, 40, scopes=("ACME:2024_q4", "ACME:2025_q1"))  # re-routed to add the 10-K
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker="ACME", fiscal_year=2024,
+                                                                 sub_questions=[sub_question(1, "inventories")])))
+    assert [c.task for c in out.calls] == ["tenk_retrieve", "search", "search"]
+    job.respond(lambda c, it: TenKRetrieveOutput(added=1) if isinstance(c, TenKRetrieveCall) else None)
+    ids = assert_unique_and_prefixed(job)
+    assert f"{JOB}:2:advance:tenk1:retrieve" in ids and f"{JOB}:2:fanout:tenk1:retrieve" in sent_ids(job)[1]
+
+
+def test_a_refinement_round_right_after_the_first_reuses_no_id():
+    job = Job()
+    planned(job)
+    job.find(3, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
+    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
+        70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+    assert out.calls == [ExtractCall(scope="ACME:2025_q1")]
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    assert_unique_and_prefixed(job)
+
+
+def test_the_drivers_outcomes_are_what_the_coordinator_dispatches():
+    """The ids above are only meaningful if `out.step` is the done_step the coordinator passes (tasks/coordinator.py
+    sends `str(outcome.step)` and the state's iteration): the step's iteration is the state's."""
+    job = Job()
+    planned(job)
+    keep_searching(job, 75, rounds=3)
+    assert all(out.step.iteration == out.state.iteration for out in job.outcomes if out.calls)
