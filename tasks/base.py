@@ -13,13 +13,17 @@ from celery.utils.time import get_exponential_backoff_interval
 from agent.context import Context
 from agent.infra.breaker import CircuitOpenError
 from agent.infra.errors import classify_error
+from agent.infra.ratelimit import BATCH_CALL, RateLimitedError
 from agent.models.steps import FailedOutput
 from agent.persistence import jobstore
 from agent.persistence.ledger import ATTEMPT_RETRIES
 from workers.app import context
+from workers.topology import Queue
 
 log = logging.getLogger(__name__)
 RETRYABLE = {"network", "rate_limit", "system", "unknown"}
+# A call the shared LLM rate limit kept waiting is not failing: it gets more retries than a failing one.
+THROTTLED_RETRIES = 8
 
 
 class JobTask(Task):
@@ -34,25 +38,32 @@ class JobTask(Task):
         key = call.output_key(iteration)
         retries = self.request.retries or 0
         token = ATTEMPT_RETRIES.set(retries)
+        # every task of a batch job runs on the batch queue (topology.queue_for), and so do its retries
+        batch_token = BATCH_CALL.set((self.request.delivery_info or {}).get("routing_key") == Queue.batch.value)
         try:
             return work(ctx, job_id, iteration, call)
         except Exception as exc:
             error_class = classify_error(exc)
-            if error_class in RETRYABLE and retries < min(self.max_retries, ctx.settings.max_tool_retries):
+            limit = THROTTLED_RETRIES if isinstance(exc, RateLimitedError) else min(self.max_retries, ctx.settings.max_tool_retries)
+            if error_class in RETRYABLE and retries < limit:
                 countdown = retry_countdown(exc, retries, ctx.settings.tool_retry_backoff_s)
                 log.warning("%s failed (%s), retry %d in %.1fs", key, error_class, retries + 1, countdown)
-                raise self.retry(exc=exc, countdown=countdown) from exc
+                raise self.retry(exc=exc, countdown=countdown, max_retries=limit) from exc
             log.exception("%s failed for good (%s)", key, error_class)
             jobstore.put_output(ctx.pool, job_id, key, FailedOutput(
                 error=f"{type(exc).__name__}: {exc}"[:500], error_class=error_class, retries=retries))
             return None
         finally:
+            BATCH_CALL.reset(batch_token)
             ATTEMPT_RETRIES.reset(token)
 
 
 def retry_countdown(exc: BaseException, retries: int, base_s: float) -> float:
     """Exponential backoff with jitter (base, 2 x base, ...); a call refused by an open circuit breaker waits
-    until the breaker lets a trial through, so the retries outlast a short provider outage."""
+    until the breaker lets a trial through, so the retries outlast a short provider outage. A call the rate limit
+    kept waiting comes back when its slot should be free, not after a growing backoff."""
+    if isinstance(exc, RateLimitedError):
+        return exc.retry_after_s + random.uniform(0.5, 2.0)
     backoff = get_exponential_backoff_interval(factor=base_s, retries=retries, maximum=600, full_jitter=False)
     countdown = backoff * random.uniform(0.75, 1.25)
     if isinstance(exc, CircuitOpenError):

@@ -1,6 +1,13 @@
-"""Build the configured LLM provider; optionally with an injected per-call latency (benchmarks)."""
+"""Build the configured LLM provider. Outermost first:
+
+    delayed (benchmarks only) -> cached -> rate-limited -> guarded (openai) -> provider
+
+A cache hit spends nothing, so it is answered before the shared rate limit is consulted; the limiter stays
+outside the circuit breaker, so a call it holds back is never counted as the endpoint failing.
+"""
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -8,6 +15,7 @@ from urllib.parse import urlparse
 from agent.settings import Settings
 
 if TYPE_CHECKING:
+    from agent.infra.ratelimit import RateLimiter
     from agent.providers.llm.base import LLMProvider
 
 ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
@@ -20,14 +28,14 @@ class RoleProxy:
         self.inner = inner
         self.name = inner.name
 
-    def around(self, fn, *args, **kwargs):
+    def around(self, role: str, fn, *args, **kwargs):
         raise NotImplementedError
 
     def __getattr__(self, role):
         fn = getattr(self.inner, role)
         if role not in ROLES:
             return fn
-        return lambda *args, **kwargs: self.around(fn, *args, **kwargs)
+        return lambda *args, **kwargs: self.around(role, fn, *args, **kwargs)
 
 
 class DelayedProvider(RoleProxy):
@@ -37,7 +45,7 @@ class DelayedProvider(RoleProxy):
         super().__init__(inner)
         self.latency_s = latency_s
 
-    def around(self, fn, *args, **kwargs):
+    def around(self, role, fn, *args, **kwargs):
         time.sleep(self.latency_s)
         return fn(*args, **kwargs)
 
@@ -50,8 +58,53 @@ class GuardedProvider(RoleProxy):
         super().__init__(inner)
         self.breaker = breaker
 
-    def around(self, fn, *args, **kwargs):
+    def around(self, role, fn, *args, **kwargs):
         return self.breaker.call(fn, *args, **kwargs)
+
+
+class RateLimitedProvider(RoleProxy):
+    """Every role call takes a slot of the shared LLM rate limit first (waiting for one up to MAX_WAIT_S, then
+    raising the retryable RateLimitedError); the tokens it reserved are set to what the provider reports after."""
+
+    def __init__(self, inner, limiter: RateLimiter, settings: Settings):
+        super().__init__(inner)
+        self.limiter = limiter
+        self.settings = settings
+
+    def around(self, role, fn, *args, **kwargs):
+        from agent.infra.breaker import CircuitOpenError
+        from agent.infra.metrics import count_throttled
+        from agent.infra.ratelimit import BATCH_CALL, RateLimitedError
+        from agent.providers.llm.estimate import estimate_tokens
+
+        batch = BATCH_CALL.get()
+        tokens = estimate_tokens(self.settings, role, args[0]) if self.limiter.tokens_per_minute and args else 0
+        held: list[float] = []
+        try:
+            reservation = self.limiter.wait(tokens, batch, on_wait=held.append)
+        except RateLimitedError:
+            count_throttled(batch, "gave_up")
+            raise
+        if held:
+            count_throttled(batch, "waited")
+        try:
+            result, usage = fn(*args, **kwargs)
+        except CircuitOpenError:  # the breaker refused it: the call never reached the endpoint
+            self.limiter.release(reservation)
+            raise
+        if self.limiter.tokens_per_minute:
+            self.limiter.reconcile(reservation, usage.prompt + usage.completion)
+        return result, usage
+
+
+def make_rate_limiter(settings: Settings, redis) -> RateLimiter:
+    from agent.infra.ratelimit import RateLimiter
+
+    # FINAGENT_TEST_RATE_WINDOW_S shortens the window for the integration test only; the limits stay "per minute"
+    window_s = float(os.environ.get("FINAGENT_TEST_RATE_WINDOW_S") or 60)
+    return RateLimiter(redis, "llm", requests_per_minute=settings.llm_requests_per_minute,
+                       tokens_per_minute=settings.llm_tokens_per_minute, batch_share=settings.llm_batch_share,
+                       window_s=window_s)
 
 
 def llm_breaker_name(settings: Settings) -> str:
@@ -76,6 +129,8 @@ def make_llm(settings: Settings, redis=None):
         from agent.providers.llm.extractive import ExtractiveProvider
 
         provider = ExtractiveProvider()
+    if redis is not None and (settings.llm_requests_per_minute or settings.llm_tokens_per_minute):
+        provider = RateLimitedProvider(provider, make_rate_limiter(settings, redis), settings)
     if redis is not None and settings.llm_cache_ttl_s > 0:
         from agent.providers.llm.cache import CachedProvider
 
