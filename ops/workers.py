@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.settings import Settings
+from agent.settings import Settings, get_settings
 from ops.stack import StackURLs
 from workers.topology import WORKERS, WorkerSpec, worker_argv
 
@@ -55,11 +55,21 @@ def _read(settings: Settings, spec: WorkerSpec) -> dict | None:
     return info if _alive(info["pid"]) else None
 
 
-def worker_env(urls: StackURLs) -> dict[str, str]:
+def worker_env(urls: StackURLs, metrics_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["FINAGENT_DATABASE_URL"] = urls.database_url
     env["FINAGENT_REDIS_URL"] = urls.redis_url
+    # prometheus-client reads it when first imported; the settings' directory wins over one this process inherited
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     return env
+
+
+def _prepare_metrics_dir(metrics_dir: Path) -> None:
+    """Called with no worker running: the metric files of processes that are gone would only pile up."""
+    from agent.infra.metrics import clean_dead_process_files
+
+    metrics_dir.mkdir(parents=True, exist_ok=True)
+    clean_dead_process_files(metrics_dir)
 
 
 def _workers_lock(settings: Settings):
@@ -77,6 +87,8 @@ def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> li
 def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[str]:
     started = []
     fp = _fingerprint(settings, urls)
+    if not any(_read(settings, spec) for spec in WORKERS):
+        _prepare_metrics_dir(settings.metrics_path())
     for spec in WORKERS:
         info = _read(settings, spec)
         if info and info["fingerprint"] == fp:
@@ -87,7 +99,7 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
         beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", *worker_argv(spec, spec.name), "-l", "INFO", *beat],
-            env=worker_env(urls), stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+            env=worker_env(urls, settings.metrics_path()), stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         (_dir(settings) / f"{spec.name}.json").write_text(json.dumps({"pid": proc.pid, "fingerprint": fp, "log": str(log)}))
         started.append(spec.name)
@@ -142,9 +154,10 @@ class WorkerManager:
     their environment overrides change. Only one set runs at a time: two sets would split the tasks.
     """
 
-    def __init__(self, database_url: str, redis_url: str, log_dir: Path, name: str = "fg"):
+    def __init__(self, database_url: str, redis_url: str, log_dir: Path, name: str = "fg", metrics_dir: Path | None = None):
         self.urls = StackURLs(database_url=database_url, redis_url=redis_url)
         self.log_dir, self.name = log_dir, name
+        self.metrics_dir = metrics_dir or get_settings().metrics_path()
         self.procs: list[subprocess.Popen] = []
         self.env_key: tuple | None = None
         self.count = 0
@@ -154,6 +167,7 @@ class WorkerManager:
         if self.procs and all(p.poll() is None for p in self.procs) and key == self.env_key:
             return self.procs
         self.stop()
+        _prepare_metrics_dir(self.metrics_dir)
         self.count += 1
         nodes = []
         for spec in WORKERS:
@@ -161,7 +175,7 @@ class WorkerManager:
             log = self.log_dir / f"{node}.log"
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO"],
-                env=worker_env(self.urls) | overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                env=worker_env(self.urls, self.metrics_dir) | overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
             ))
             nodes.append(node)
         self.env_key = key

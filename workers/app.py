@@ -14,6 +14,7 @@ from celery import Celery
 from agent.context import Context
 from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
+from workers import signals  # noqa: F401  (metrics: task timings, worker shutdown, scrape targets)
 from workers.topology import RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue
 
 TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]

@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
+from agent.infra import metrics
 from agent.infra.redis_tx import watched_transaction
 from agent.models.job import FINAL_STATUSES, EventType, StepEvent
 
@@ -55,7 +56,9 @@ def _broadcast(redis, ev: Event, entry_id) -> Event:
 
 def publish(redis, job_id: str, type: str, message: str = "", data: dict | None = None, maxlen: int = 1000) -> Event:
     ev = _event(job_id, type, message, data)
-    return _broadcast(redis, ev, _append(redis, ev, maxlen))
+    ev = _broadcast(redis, ev, _append(redis, ev, maxlen))
+    metrics.count_events([ev.type])
+    return ev
 
 
 def published_marker(job_id: str, seq: int) -> str:
@@ -82,6 +85,7 @@ def publish_once(redis, job_id: str, seq: int, events: list[StepEvent], maxlen: 
     written, results = watched_transaction(redis, write, marker)
     if not written:
         return False
+    metrics.count_events(ev.type for ev in built)
     for ev, entry_id in zip(built, results[::2]):  # XADD, EXPIRE per event; live subscribers, late ones replay
         _broadcast(redis, ev, entry_id)
     return True

@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from agent.infra import metrics
 from agent.infra.errors import classify_error
 from agent.models.research import Usage
 from agent.settings import Settings
@@ -22,7 +23,8 @@ ATTEMPT_RETRIES: ContextVar[int] = ContextVar("attempt_retries", default=0)
 
 
 class CallRecord:
-    def __init__(self):
+    def __init__(self, tool: str = ""):
+        self.tool = tool
         self.result_size = 0
         self.retries = 0
         self.error_class: str | None = None  # for tools that report failure in their result instead of raising
@@ -33,8 +35,9 @@ class CallRecord:
     def use(self, usage: Usage, settings: Settings) -> None:
         """Charge the call with an LLM's usage (add to it: a call may make several LLM requests)."""
         self.usage = self.usage.add(usage) if self.usage.model or self.usage.prompt else usage
-        if not usage.cached:
-            self.cost_usd += settings.cost_usd(usage.model, usage.prompt, usage.completion)
+        cost = 0.0 if usage.cached else settings.cost_usd(usage.model, usage.prompt, usage.completion)
+        self.cost_usd += cost
+        metrics.count_llm_call(self.tool.removeprefix("llm."), usage, cost)
 
 
 def worker_identity() -> str:
@@ -44,7 +47,7 @@ def worker_identity() -> str:
 @contextmanager
 def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, Any], retries: int = 0) -> Iterator[CallRecord]:
     """Write one ledger row for the call, whether it succeeds or raises (the exception propagates)."""
-    rec = CallRecord()
+    rec = CallRecord(tool)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     error_class = error = None

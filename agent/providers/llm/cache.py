@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from agent.infra import metrics
 from agent.models.research import Answer, Evaluation, ResearchPlan, ScopeFindings, Usage
 from agent.models.tenk import TenKEvaluation, TenKPlan
 
@@ -42,6 +43,7 @@ class CachedProvider:
             namespace = getattr(self.inner, "cache_namespace", self.inner.name)
             key = cache_key(namespace, role, request)
             stored = self.redis.get(key)
+            metrics.count_cache_lookup(role, hit=stored is not None)
             if stored is not None:
                 data = json.loads(stored)
                 return adapter.validate_python(data["result"]), Usage(model=data.get("model"), cached=True)

@@ -1,0 +1,55 @@
+"""Celery signals that feed the Prometheus metrics from inside every worker process, and the scrape targets
+(the topology's queues, the dependencies behind a circuit breaker) that `render_metrics(ctx)` reports on.
+
+Imported by workers/app.py. Connecting a handler starts nothing: the metrics directory is set up on the first
+task a worker runs (agent/infra/metrics.py).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import signals
+
+from agent.infra import metrics
+from agent.settings import Settings
+from workers.topology import Queue
+
+
+@signals.task_prerun.connect(dispatch_uid="finagent-metrics-prerun")
+def _task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    if task_id and task is not None:
+        metrics.task_started(task_id, task.name)
+
+
+@signals.task_postrun.connect(dispatch_uid="finagent-metrics-postrun")
+def _task_postrun(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
+    if task_id and task is not None:
+        metrics.task_finished(task_id, task.name, state)
+
+
+@signals.task_failure.connect(dispatch_uid="finagent-metrics-failure")
+def _task_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
+    if sender is not None:
+        metrics.task_failed(sender.name, exception)
+
+
+@signals.worker_shutdown.connect(dispatch_uid="finagent-metrics-worker-shutdown")
+def _worker_shutdown(**_: Any) -> None:
+    metrics.mark_process_dead(os.getpid())
+
+
+@signals.worker_process_shutdown.connect(dispatch_uid="finagent-metrics-process-shutdown")
+def _worker_process_shutdown(pid: int | None = None, **_: Any) -> None:
+    # prefork children (the local and compose workers use threads, where only worker_shutdown fires)
+    metrics.mark_process_dead(pid or os.getpid())
+
+
+def scrape_targets(settings: Settings) -> metrics.ScrapeTargets:
+    from agent.providers.llm.factory import llm_breaker_name
+    from agent.providers.news import BREAKER_NAME
+
+    return metrics.ScrapeTargets(queues=[q.value for q in Queue], breakers=[llm_breaker_name(settings), BREAKER_NAME])
+
+
+metrics.set_scrape_targets(scrape_targets)
