@@ -1,5 +1,5 @@
 """One topology: the queue map in workers/topology.py is what the dispatch, the routes, the local
-workers and docker-compose.yml use (the compose file is parsed: there is no Docker engine here)."""
+workers and docker-compose.yml's worker services use."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from agent.models.steps import TaskKind
@@ -25,7 +24,6 @@ from workers.topology import (
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-COMPOSE_SCHEMA = REPO.parent / "shared" / "specs" / "compose-spec.json"
 
 
 def test_every_call_kind_has_a_task_and_every_task_a_route():
@@ -40,32 +38,24 @@ def test_every_queue_has_exactly_one_worker_and_the_coordinator_runs_beat():
     assert [w.name for w in WORKERS if w.beat] == ["coordinator"]
 
 
-def test_docker_compose_runs_the_same_workers():
-    services = COMPOSE["services"]
-    workers = {name: svc for name, svc in services.items() if "worker" in svc.get("command", [])}
+def compose_workers() -> dict[str, dict]:
+    return {name: svc for name, svc in COMPOSE["services"].items() if svc.get("command", [])[:2] == ["finagent", "worker"]}
+
+
+def test_docker_compose_runs_one_worker_service_per_topology_pool():
+    """Each pool of WORKERS is one compose service with the same queues, threads and node name, and its health
+    check pings that node (tests/unit/test_compose.py checks the rest of the production shape)."""
+    workers = compose_workers()
     assert set(workers) == {f"worker-{w.name}" for w in WORKERS}
     for spec in WORKERS:
-        assert workers[f"worker-{spec.name}"]["command"] == ["celery", *worker_argv(spec, spec.name)]
-    assert any("beat" in s.get("command", []) for s in services.values())  # its own service in production
-    assert any("flower" in s.get("command", []) for s in services.values())
-    assert any("api_stub.app:app" in s.get("command", []) for s in services.values())
-    assert services["postgres"]["image"].startswith("pgvector/pgvector:pg16")
-
-
-def test_app_services_point_at_the_compose_servers():
-    worker = COMPOSE["services"]["worker-llm"]
-    env = worker["environment"]
-    assert env["FINAGENT_DATABASE_URL"].startswith("postgresql://") and "@postgres:5432/" in env["FINAGENT_DATABASE_URL"]
-    assert env["FINAGENT_REDIS_URL"] == "redis://redis:6379/0"
-    assert set(worker["depends_on"]) == {"postgres", "redis"}
-
-
-def test_docker_compose_is_valid_against_the_compose_spec():
-    if not COMPOSE_SCHEMA.is_file():
-        pytest.skip(f"the Compose JSON Schema is not at {COMPOSE_SCHEMA}")
-    import jsonschema
-
-    jsonschema.validate(COMPOSE, json.loads(COMPOSE_SCHEMA.read_text()))
+        svc = workers[f"worker-{spec.name}"]
+        assert svc["command"] == ["finagent", "worker", "--queues", ",".join(q.value for q in spec.queues),
+                                  "--concurrency", str(spec.concurrency), "--name", spec.name]
+        assert f"inspect ping -d {spec.name}@$$HOSTNAME " in svc["healthcheck"]["test"][1]
+    # the node name `finagent worker --name X` gives the process is the one the health check pings
+    assert worker_argv(WORKERS[0], WORKERS[0].name)[-2:] == ["-n", f"{WORKERS[0].name}@%h"]
+    services = COMPOSE["services"]
+    assert [n for n, s in services.items() if s.get("command") == ["finagent", "beat"]] == ["beat"]  # one beat
 
 
 def test_a_batch_job_runs_every_step_on_the_batch_queue():
