@@ -27,7 +27,7 @@ app.add_typer(services_app, name="services")
 app.add_typer(db_app, name="db")
 app.add_typer(ingest_app, name="ingest")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _print_json(data) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 batch_app = typer.Typer(no_args_is_help=True, help="Overnight batches: run a file of questions, watch a running batch.")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
