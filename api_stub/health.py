@@ -1,0 +1,73 @@
+"""Liveness (/healthz: the process answers) and readiness (/readyz: Redis, Postgres, and a worker on every queue)."""
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends
+
+from agent.models.api import ErrorDetail, Health, Readiness
+from api_stub.errors import error_response, error_responses
+from api_stub.runtime import Runtime, runtime
+from workers.topology import Queue
+
+router = APIRouter(tags=["health"])
+
+
+def _redis(rt: Runtime) -> str:
+    return "ok" if rt.ctx.redis.ping() else "no answer to PING"
+
+
+def _postgres(rt: Runtime) -> str:
+    with rt.ctx.pool.connection(timeout=3) as conn:
+        conn.execute("SELECT 1")
+    return "ok"
+
+
+def consumed_queues(rt: Runtime) -> set[str]:
+    """The queues at least one live worker consumes (Celery's broadcast inspect, waiting inspect_timeout_s)."""
+    from workers.app import app as celery_app
+
+    replies = celery_app.control.inspect(timeout=rt.inspect_timeout_s).active_queues() or {}
+    return {q["name"] for queues in replies.values() for q in queues or []}
+
+
+def _queues(rt: Runtime) -> str:
+    consumed = consumed_queues(rt)
+    missing = [q.value for q in Queue if q.value not in consumed]
+    return "ok" if not missing else "no worker consumes " + ", ".join(missing)
+
+
+CHECKS = {"redis": _redis, "postgres": _postgres, "queues": _queues}
+
+
+def readiness(rt: Runtime) -> Readiness:
+    """Cached for ready_cache_s: a load balancer polling every second must not broadcast an inspect each time."""
+    with rt.lock:
+        cached = rt.ready_cache
+        if cached and time.monotonic() - cached[0] < rt.ready_cache_s:
+            return cached[1]
+        checks: dict[str, str] = {}
+        for name, check in CHECKS.items():
+            try:
+                checks[name] = check(rt)
+            except Exception as exc:  # any failure of a dependency is "not ready", named, never a 500
+                checks[name] = f"{type(exc).__name__}: {exc}".strip()[:300]
+        result = Readiness(ready=all(v == "ok" for v in checks.values()), checks=checks)
+        rt.ready_cache = (time.monotonic(), result)
+        return result
+
+
+@router.get("/healthz", response_model=Health, summary="The process is alive (no dependency checks)")
+def healthz() -> Health:
+    return Health()
+
+
+@router.get("/readyz", response_model=Readiness, responses=error_responses(503),
+            summary="Redis, Postgres and a worker on every queue")
+def readyz(rt: Runtime = Depends(runtime)):
+    ready = readiness(rt)
+    if ready.ready:
+        return ready
+    failing = {k: v for k, v in ready.checks.items() if v != "ok"}
+    return error_response(503, "not_ready", "not ready: " + "; ".join(f"{k}: {v}" for k, v in failing.items()),
+                          [ErrorDetail(loc=[k], msg=v) for k, v in failing.items()])

@@ -1,0 +1,56 @@
+"""What the API's routes work with, resolved on first use so that importing the app starts nothing."""
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+import redis.asyncio as aioredis
+from fastapi import Request
+
+from agent.context import Context
+from agent.models.api import Readiness
+from agent.settings import Settings, get_settings
+from agent.submission import Dispatcher
+
+
+class Runtime:
+    """Settings, the process context (Postgres pool, Redis), the dispatcher and the API's own tunables."""
+
+    def __init__(self, settings: Settings | None = None, ready_cache_s: float = 5.0, inspect_timeout_s: float = 1.0,
+                 sse_ping_s: float = 15.0):
+        self._settings = settings
+        self.ready_cache_s = ready_cache_s
+        self.inspect_timeout_s = inspect_timeout_s
+        self.sse_ping_s = sse_ping_s
+        self.lock = threading.Lock()
+        self.ready_cache: tuple[float, Readiness] | None = None  # (monotonic time, answer) of the last /readyz
+
+    @cached_property
+    def settings(self) -> Settings:
+        return self._settings or get_settings()
+
+    @cached_property
+    def ctx(self) -> Context:
+        from workers.app import context
+
+        shared = context()
+        if self._settings is None:
+            return shared
+        # an app built for given settings (api keys, limits) keeps them, on the same servers
+        return Context(self._settings, shared.database_url, shared.redis_url)
+
+    @cached_property
+    def dispatcher(self) -> Dispatcher:
+        from tasks.dispatch import CeleryDispatcher
+
+        return CeleryDispatcher()
+
+    @cached_property
+    def aredis(self) -> aioredis.Redis:
+        """For the events stream: a blocking XREAD per client costs a connection, not a thread."""
+        return aioredis.Redis.from_url(self.ctx.redis_url, decode_responses=True)
+
+
+def runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
