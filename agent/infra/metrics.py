@@ -6,7 +6,7 @@ Two kinds:
 - Computed at scrape time from the shared state, so they are right however many processes run: jobs by status
   (Postgres `research_jobs`), queue depth (Redis lists of each Celery queue) and circuit-breaker state (Redis).
 
-Multiprocess mode. Each process writes its counters and histograms to mmap files `{type}_{pid}.db` in one
+Multiprocess mode. Each process writes its counters and histograms to mmap files `{type}_{host}-{pid}.db` in one
 directory, `settings.metrics_path()` (FINAGENT_METRICS_DIR, default data_dir/metrics), which is
 PROMETHEUS_MULTIPROC_DIR. `render_metrics` merges every process's files (MultiProcessCollector) with the
 scrape-time collectors, so the API's `/metrics` shows what the workers did. Why it is set up the way it is:
@@ -21,12 +21,15 @@ scrape-time collectors, so the API's `/metrics` shows what the workers did. Why 
   dead pids pile up across restarts; `clean_dead_process_files` removes them when the workers are (re)started
   with none of them running (a counter reset, which Prometheus' rate() expects after a restart).
 - Containers: the API and the workers must share the metrics directory (a volume) for one scrape to see all.
+  Every container's main process has the same small pid, so a file is named by host name and pid, and a
+  process only ever cleans up files of its own host.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -140,8 +143,8 @@ def _metrics() -> _Metrics:
             directory.mkdir(parents=True, exist_ok=True)
             from prometheus_client import values
 
-            if values.ValueClass is values.MutexValue:  # prometheus-client was imported before the variable was set
-                values.ValueClass = values.MultiProcessValue()
+            # also when prometheus-client was imported before the variable was set (then it chose MutexValue)
+            values.ValueClass = values.MultiProcessValue(process_identifier=lambda: process_id(os.getpid()))
             _instance = _Metrics()
         return _instance
 
@@ -242,6 +245,15 @@ def count_events(types: Iterable[str]) -> None:
         m.events.labels(type=t).inc()
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", ".", socket.gethostname()) or "host"
+
+
+def process_id(pid: int) -> str:
+    """How this host's process `pid` names its metric files: unique across containers sharing the directory."""
+    return f"{_host()}-{pid}"
+
+
 @_never_raises
 def mark_process_dead(pid: int, directory: Path | None = None) -> None:
     """Worker shutdown: drop the pid's live gauges (its counters and histograms stay in the totals)."""
@@ -249,10 +261,10 @@ def mark_process_dead(pid: int, directory: Path | None = None) -> None:
     if path is not None and path.is_dir():
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid, str(path))
+        multiprocess.mark_process_dead(process_id(pid), str(path))
 
 
-_FILE = re.compile(r"^[a-z]+(?:_[a-z]+)?_(\d+)\.db$")
+_FILE = re.compile(r"^[a-z]+(?:_[a-z]+)?_(.+)-(\d+)\.db$")
 
 
 def _alive(pid: int) -> bool:
@@ -270,7 +282,7 @@ def clean_dead_process_files(directory: Path) -> list[str]:
     removed = []
     for f in directory.glob("*.db") if directory.is_dir() else []:
         match = _FILE.match(f.name)
-        if match and not _alive(int(match.group(1))):
+        if match and match.group(1) == _host() and not _alive(int(match.group(2))):
             f.unlink(missing_ok=True)
             removed.append(f.name)
     return removed

@@ -221,21 +221,24 @@ def test_another_process_s_counters_are_merged_and_its_live_gauge_dropped_when_i
     child = subprocess.run([sys.executable, "-c", CHILD], cwd=REPO, env=env, check=True, timeout=60)
     assert child.returncode == 0
     files = sorted(p.name for p in tmp_path.glob("*.db"))
-    pid = int(files[0].rsplit("_", 1)[1].removesuffix(".db"))
-    assert files == [f"counter_{pid}.db", f"gauge_livesum_{pid}.db"]
+    pid = int(files[0].rsplit("-", 1)[1].removesuffix(".db"))
+    me = metrics.process_id(pid)  # host name and pid: containers sharing the directory all have small pids
+    assert files == [f"counter_{me}.db", f"gauge_livesum_{me}.db"]
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(tmp_path))
     assert registry.get_sample_value("finagent_events_published_total", {"type": "search"}) == 1
     assert registry.get_sample_value("finagent_tasks_in_progress", {"task": "tasks.x"}) == 1
     metrics.mark_process_dead(pid, tmp_path)
-    assert sorted(p.name for p in tmp_path.glob("*.db")) == [f"counter_{pid}.db"]  # the total stays
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == [f"counter_{me}.db"]  # the total stays
 
 
-def test_only_the_files_of_processes_that_are_gone_are_cleaned(tmp_path):
+def test_only_the_files_of_this_hosts_processes_that_are_gone_are_cleaned(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    for name in (f"counter_{gone.pid}.db", f"gauge_livesum_{gone.pid}.db", f"counter_{os.getpid()}.db", "notes.txt"):
+    dead, alive = metrics.process_id(gone.pid), metrics.process_id(os.getpid())
+    other_host = f"another.container-{gone.pid}"  # same pid on another host sharing the volume: not ours to judge
+    for name in (f"counter_{dead}.db", f"gauge_livesum_{dead}.db", f"counter_{alive}.db", f"counter_{other_host}.db", "notes.txt"):
         (tmp_path / name).write_bytes(b"")
     removed = metrics.clean_dead_process_files(tmp_path)
-    assert sorted(removed) == [f"counter_{gone.pid}.db", f"gauge_livesum_{gone.pid}.db"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"counter_{os.getpid()}.db", "notes.txt"]
+    assert sorted(removed) == [f"counter_{dead}.db", f"gauge_livesum_{dead}.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"counter_{alive}.db", f"counter_{other_host}.db", "notes.txt"])
