@@ -344,7 +344,9 @@ def api(host: str = "127.0.0.1", port: int = 8000):
     except BindRefused as exc:
         err.print(str(exc), soft_wrap=True, highlight=False, markup=False)
         raise typer.Exit(code=2) from None
-    bootstrap(workers=True)
+    settings = get_settings()
+    # the embedded stack gets local workers; with configured servers the workers are their own processes
+    bootstrap(workers=not (settings.database_url and settings.redis_url))
     uvicorn.run("api_stub.app:app", host=host, port=port)
 
 
