@@ -105,7 +105,7 @@ def _follow(pool, batch_id: str) -> None:
 def _print_counts(p) -> None:
     if p is None:
         return
-    table = Table("status", "lines", title=f"batch {p.name}")
+    table = Table("status", "lines", title=f"batch {Path(p.name).name}")
     for status, n in sorted(p.counts.items()):
         table.add_row(status, str(n))
     console.print(table)

@@ -30,7 +30,7 @@ def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provid
         cache_hits=state.cache_hits,
         context=state.context,
         provider=provider,
-        mode=state.plan.answer_mode.value if state.plan else None,
+        mode=_effective_mode(state),
         termination_reason=state.termination_reason or note or error,
         routing_history=state.routing_history,
         reasoning_trace=state.reasoning_trace,
@@ -40,6 +40,12 @@ def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provid
         error=error,
         suggestion=thorough_search(state) if status == "completed" else None,
     )
+
+
+def _effective_mode(state: JobState) -> str | None:
+    """The mode the job ran in: the caller's, else the planner's choice."""
+    mode = state.request.mode or (state.plan.answer_mode if state.plan else None)
+    return mode.value if mode else None
 
 
 def thorough_search(state: JobState) -> ThoroughSearch | None:

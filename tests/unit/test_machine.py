@@ -427,3 +427,13 @@ def test_an_answer_composed_just_before_the_cancel_is_kept():
     job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
     out = job.respond(lambda c, it: ComposeOutput(answer=answer("Margins widened [1]."), usage=USAGE), cancel=True)
     assert out.status == "cancelled" and out.result.answer == "Margins widened [1]."
+
+
+def test_the_result_reports_the_mode_the_job_ran_in_the_callers_over_the_planners():
+    job = Job(mode="direct")
+    planned(job, answer_mode="standard")
+    out = answer_round(job, 95)
+    assert out.result.mode == "direct" and job.state.limits.max_iterations == 2
+    free = Job()
+    planned(free, answer_mode="detailed")
+    assert answer_round(free, 95).result.mode == "detailed"
