@@ -33,9 +33,9 @@ class Calculation:
     name: str  # 'inventory_turnover'
     label: str  # 'Inventory turnover'
     formula: str  # 'cost of sales / average inventory'
-    expression: str  # '100 / ((40 + 60) / 2) = 100 / 50'
+    expression: str  # e.g. '100 / ((40 + 60) / 2) = 100 / 50'
     value: float
-    result: str  # '2.00x'
+    result: str  # e.g. '2x' for the expression above
 
     @property
     def text(self) -> str:
