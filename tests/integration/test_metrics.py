@@ -29,7 +29,7 @@ def total(samples, name: str, **labels: str) -> float:
 
 
 def pids_with_files(ctx) -> set[int]:
-    return {int(p.stem.rsplit("_", 1)[1]) for p in ctx.settings.metrics_path().glob("*.db")}
+    return {int(p.stem.rsplit("-", 1)[1]) for p in ctx.settings.metrics_path().glob("*.db")}
 
 
 def test_a_scrape_shows_what_the_worker_processes_recorded(ctx, sample_corpus, workers, worker):
@@ -95,10 +95,10 @@ def test_a_worker_shutdown_drops_its_live_gauges_and_keeps_its_totals(ctx, sampl
     run_job(ctx, question="How did AAPL's revenue change over the last 2 quarters?")
     directory = ctx.settings.metrics_path()
     pids = {p.pid for p in worker}
-    live = {f.name for f in directory.glob("gauge_livesum_*.db") if int(f.stem.rsplit("_", 1)[1]) in pids}
+    live = {f.name for f in directory.glob("gauge_livesum_*.db") if int(f.stem.rsplit("-", 1)[1]) in pids}
     assert live, "the workers keep their tasks-in-progress gauge in live files"
     tasks_before = total(scrape(ctx), "finagent_task_duration_seconds_count")
-    totals = {f.name for f in directory.glob("histogram_*.db") if int(f.stem.rsplit("_", 1)[1]) in pids}
+    totals = {f.name for f in directory.glob("histogram_*.db") if int(f.stem.rsplit("-", 1)[1]) in pids}
     assert totals
     workers.stop()  # warm shutdown: the worker_shutdown signal marks each process dead
     assert not {f.name for f in directory.glob("gauge_livesum_*.db")} & live
