@@ -10,6 +10,7 @@ from typing import Protocol
 
 from agent.context import Context
 from agent.infra.events import publish
+from agent.models.api import JobView
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
 from agent.persistence import batchstore, jobstore
 
@@ -81,6 +82,15 @@ def find_job(ctx: Context, job_id: str) -> jobstore.JobRow:
     if job is None:
         raise LookupError(f"no job {job_id}")
     return job
+
+
+def job_view(job: jobstore.JobRow) -> JobView:
+    """What every caller (HTTP, the Celery contract) is shown of a job."""
+    req = job.state.request
+    return JobView(job_id=job.id, status=job.status, step=job.step, question=job.question,
+                   mode=req.mode.value if req.mode else None, batch=req.batch, cancel_requested=job.cancel_requested,
+                   parent_job_id=job.parent_job_id, created_at=job.created_at, updated_at=job.updated_at,
+                   error=job.error, result=job.result)
 
 
 def cancel(ctx: Context, dispatcher: Dispatcher, job_id: str) -> str:

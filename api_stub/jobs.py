@@ -36,14 +36,6 @@ def load(rt: Runtime, job_id: str) -> jobstore.JobRow:
         raise ApiError(404, str(exc)) from None
 
 
-def view(job: jobstore.JobRow) -> JobView:
-    req = job.state.request
-    return JobView(job_id=job.id, status=job.status, step=job.step, question=job.question,
-                   mode=req.mode.value if req.mode else None, batch=req.batch, cancel_requested=job.cancel_requested,
-                   parent_job_id=job.parent_job_id, created_at=job.created_at, updated_at=job.updated_at,
-                   error=job.error, result=job.result)
-
-
 def submitted(job_id: str, created: bool, status: str) -> Submitted:
     return Submitted(job_id=job_id, created=created, status=status,
                      status_url=f"/v1/jobs/{job_id}", events_url=f"/v1/jobs/{job_id}/events")
@@ -102,7 +94,7 @@ def list_jobs(rt: Runtime = Depends(runtime),
 
 @router.get("/{job_id}", response_model=JobView, responses=error_responses(401, 404), summary="A job and its result")
 def get_job(job_id: JobId, rt: Runtime = Depends(runtime)) -> JobView:
-    return view(load(rt, job_id))
+    return submission.job_view(load(rt, job_id))
 
 
 @router.delete("/{job_id}", status_code=202, response_model=JobView, responses=error_responses(401, 404, 409),
@@ -120,7 +112,7 @@ def cancel_job(job_id: JobId, rt: Runtime = Depends(runtime)) -> JobView:
     if status in FINAL_STATUSES and not (status == "cancelled" and job.status not in FINAL_STATUSES):
         raise ApiError(409, f"job {job.id} has already finished: {status}", code="job_finished",
                        details=[ErrorDetail(loc=["status"], msg=status)])
-    return view(load(rt, job.id))
+    return submission.job_view(load(rt, job.id))
 
 
 @router.post("/{job_id}/feedback", status_code=202, response_model=Submitted, dependencies=[Depends(require_json)],

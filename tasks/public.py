@@ -40,13 +40,12 @@ def submit_research(question: str, **fields: Any) -> str:
 
 @app.task(name=GET_JOB.name)
 def get_job(job_id: str) -> dict[str, Any]:
-    """The job's status and, once it has ended, its result object."""
+    """The job as the HTTP API shows it (`agent.models.api.JobView`): its status and, once it has ended, its result."""
     try:
         job = submission.find_job(context(), job_id)
     except LookupError as exc:
         raise ValueError(str(exc)) from None
-    return {"job_id": job.id, "status": job.status, "step": job.step, "question": job.question, "error": job.error,
-            "result": job.result.model_dump(mode="json") if job.result else None}
+    return submission.job_view(job).model_dump(mode="json")
 
 
 @app.task(name=JOB_EVENTS.name)
