@@ -372,7 +372,7 @@ def flower(host: str = typer.Option("127.0.0.1", help="address to listen on; off
     redis_url = settings.redis_url or bootstrap(workers=True).redis_url
     cmd = flower_command(settings, celery_broker_url(redis_url), host=host, port=port)
     cmd.db.parent.mkdir(parents=True, exist_ok=True)
-    os.execve(cmd.argv[0], cmd.argv, os.environ | cmd.env)  # Flower gets the signals and saves its state on stop
+    os.execve(cmd.argv[0], cmd.argv, cmd.environ(os.environ))  # Flower gets the signals and saves its state on stop
 
 
 @app.command()

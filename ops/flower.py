@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -28,6 +29,12 @@ class FlowerCommand(BaseModel, frozen=True):
     argv: list[str]
     env: dict[str, str]  # added to the caller's environment
     db: Path  # Flower's state file
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The caller's environment without its other FLOWER_ settings and without a prometheus-client multiprocess
+        directory (Flower's own metrics would land among finagent's files and in its scrape), plus `env`."""
+        keep = {k: v for k, v in base.items() if not k.startswith("FLOWER_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+        return keep | self.env
 
 
 def is_loopback(host: str) -> bool:

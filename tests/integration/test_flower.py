@@ -36,7 +36,7 @@ def flower(ctx, worker, tmp_path, request):
     settings = ctx.settings.model_copy(update={"flower_basic_auth": SecretStr(":".join(AUTH)), "data_dir": tmp_path})
     cmd = flower_command(settings, celery_broker_url(ctx.redis_url), host="127.0.0.1", port=_free_port())
     log = open(tmp_path / "flower.log", "wb")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")} | cmd.env
+    env = cmd.environ(os.environ)
     proc = subprocess.Popen(cmd.argv, env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def stop() -> None:

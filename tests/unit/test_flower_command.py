@@ -62,3 +62,12 @@ def test_the_cli_exits_2_with_one_line_before_starting_anything(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "refusing to serve Flower on 0.0.0.0 without basic auth" in lines[0], out.stderr
     assert list(tmp_path.iterdir()) == []  # no embedded server, worker or state file was started or written
+
+
+def test_flower_runs_without_finagents_metrics_directory(tmp_path):
+    """Flower's own prometheus metrics must not be written among finagent's multiprocess files."""
+    from ops.flower import FlowerCommand
+
+    cmd = FlowerCommand(argv=["flower"], env={"FLOWER_BASIC_AUTH": "ops:pw"}, db=tmp_path / "flower.db")
+    env = cmd.environ({"PATH": "/bin", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "FLOWER_PORT": "1"})
+    assert env == {"PATH": "/bin", "FLOWER_BASIC_AUTH": "ops:pw"}
