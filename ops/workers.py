@@ -173,8 +173,10 @@ class WorkerManager:
         for spec in WORKERS:
             node = f"{self.name}{self.count}-{spec.name}-{os.getpid()}"
             log = self.log_dir / f"{node}.log"
+            # beat too, as the local workers run it: recovery must happen with no call from the test
+            beat = ["-B", "-s", str(self.log_dir / f"{node}-beat-schedule")] if spec.beat else []
             self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO"],
+                [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO", *beat],
                 env=worker_env(self.urls, self.metrics_dir) | overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
             ))
             nodes.append(node)

@@ -2,7 +2,9 @@
 fan-out as a chord whose body is the next `advance`. It never waits on another task."""
 from __future__ import annotations
 
-from agent.infra import metrics
+import uuid
+
+from agent.infra import liveness, metrics
 from agent.infra.events import publish_once, published_marker
 from agent.models.job import FINAL_STATUSES, Outbox
 from agent.persistence import jobstore
@@ -10,7 +12,7 @@ from agent.submission import admit_batch_jobs
 from agent.work.coordinator import advance_job
 from tasks.dispatch import CeleryDispatcher, fan_out
 from workers.app import app, context
-from workers.topology import ADVANCE, RESUME_STALLED
+from workers.topology import ADVANCE, RECOVER_ORPHANS, RESUME_STALLED
 
 
 @app.task(name=ADVANCE.name, bind=True, acks_late=True, max_retries=5,
@@ -59,14 +61,43 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
         job = jobstore.load_job(ctx.pool, row["id"])
         if job is None:
             continue
-        flush_events(job.id, job.state.outbox)
-        batch = job.state.request.batch
-        if job.cancel_requested:
-            CeleryDispatcher().cancel(job)  # the wake-up of a cancel was lost
-        elif job.step == "start":
-            CeleryDispatcher().start(job.id, batch)
-        elif job.state.inflight:
-            fan_out(job.id, job.step, job.state.inflight, job.state.iteration, batch)
+        resume_job(job)
         resumed.append(job.id)
         jobstore.touch(ctx.pool, job.id)
     return resumed
+
+
+@app.task(name=RECOVER_ORPHANS.name)
+def recover_orphans() -> list[str]:
+    """Beat task (every few seconds): a job whose task was claimed by a worker that stopped beating (killed,
+    its machine gone) gets its current step re-sent under the same task ids, at once."""
+    ctx = context()
+    lost = liveness.orphans(ctx.redis)
+    resumed = []
+    for job_id in sorted({liveness.job_of(t) for t in lost}):
+        job = jobstore.load_job(ctx.pool, job_id) if _is_uuid(job_id) else None
+        if job is not None and job.status not in FINAL_STATUSES:
+            resume_job(job)
+            resumed.append(job_id)
+    liveness.forget(ctx.redis, list(lost))  # a re-sent task claims its id again on the worker that takes it
+    return resumed
+
+
+def resume_job(job: jobstore.JobRow) -> None:
+    """Re-send what a job waits on (same task ids: a duplicate adds nothing), after its committed events."""
+    flush_events(job.id, job.state.outbox)
+    batch = job.state.request.batch
+    if job.cancel_requested:
+        CeleryDispatcher().cancel(job)  # the wake-up of a cancel was lost
+    elif job.step == "start":
+        CeleryDispatcher().start(job.id, batch)
+    elif job.state.inflight:
+        fan_out(job.id, job.step, job.state.inflight, job.state.iteration, batch)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

@@ -12,10 +12,11 @@ from typing import Any
 from celery import Celery
 
 from agent.context import Context
+from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
 from workers import signals  # noqa: F401  (metrics: task timings, worker shutdown, scrape targets)
-from workers.topology import RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue
+from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue
 
 TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
 
@@ -44,7 +45,10 @@ def _config() -> dict[str, Any]:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         beat_schedule={"resume-stalled-jobs": {"task": RESUME_STALLED.name, "schedule": 60.0,
-                                               "kwargs": {"stalled_after_s": settings.stalled_job_after_s}}},
+                                               "kwargs": {"stalled_after_s": settings.stalled_job_after_s}},
+                       # a job whose worker died moves again within a heartbeat TTL plus this period
+                       "recover-orphaned-tasks": {"task": RECOVER_ORPHANS.name, "schedule": WATCHDOG_PERIOD_S,
+                                                  "options": {"expires": WATCHDOG_PERIOD_S}}},
     )
 
 

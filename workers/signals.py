@@ -1,31 +1,73 @@
-"""Celery signals that feed the Prometheus metrics from inside every worker process, and the scrape targets
-(the topology's queues, the dependencies behind a circuit breaker) that `render_metrics(ctx)` reports on.
+"""Celery signals inside every worker process: the Prometheus metrics, the scrape targets (the topology's queues,
+the dependencies behind a circuit breaker) that `render_metrics(ctx)` reports on, and liveness (a heartbeat per
+worker, a claim per running job task; agent/infra/liveness.py says why).
 
 Imported by workers/app.py. Connecting a handler starts nothing: the metrics directory is set up on the first
 task a worker runs (agent/infra/metrics.py).
 """
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from typing import Any
 
 from celery import signals
 
-from agent.infra import metrics
+from agent.infra import liveness, metrics
 from agent.settings import Settings
 from workers.topology import Queue
+
+log = logging.getLogger(__name__)
+
+
+def _redis():
+    from workers.app import context
+
+    return context().redis
+
+
+def _job_task(task_id: str | None) -> bool:
+    return bool(task_id) and ":" in (task_id or "")  # a job's task ids are `{job_id}:...`
 
 
 @signals.task_prerun.connect(dispatch_uid="finagent-metrics-prerun")
 def _task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
     if task_id and task is not None:
         metrics.task_started(task_id, task.name)
+        if _job_task(task_id) and task.request.hostname:
+            try:
+                liveness.claim(_redis(), task_id, task.request.hostname)
+            except Exception:
+                log.warning("could not claim %s", task_id, exc_info=True)
 
 
 @signals.task_postrun.connect(dispatch_uid="finagent-metrics-postrun")
 def _task_postrun(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
     if task_id and task is not None:
         metrics.task_finished(task_id, task.name, state)
+        if _job_task(task_id):
+            try:
+                liveness.release(_redis(), task_id)
+            except Exception:
+                log.warning("could not release %s", task_id, exc_info=True)
+
+
+@signals.worker_ready.connect(dispatch_uid="finagent-liveness-heartbeat")
+def _start_heartbeat(sender: Any = None, **_: Any) -> None:
+    node = getattr(sender, "hostname", None)
+    if not node:
+        return
+
+    def run() -> None:
+        while True:
+            try:
+                liveness.beat(_redis(), node)
+            except Exception:
+                log.warning("heartbeat of %s failed", node, exc_info=True)
+            threading.Event().wait(liveness.HEARTBEAT_EVERY_S)
+
+    threading.Thread(target=run, name="finagent-heartbeat", daemon=True).start()
 
 
 @signals.task_failure.connect(dispatch_uid="finagent-metrics-failure")

@@ -42,6 +42,7 @@ PUBLIC_TASKS = [SUBMIT_RESEARCH, GET_JOB, JOB_EVENTS, CANCEL_JOB]
 # the coordinator's own tasks and the ingestion fan-out
 ADVANCE = TaskSpec(name="tasks.coordinator.advance", queue=Queue.coordinator)
 RESUME_STALLED = TaskSpec(name="tasks.coordinator.resume_stalled", queue=Queue.coordinator)
+RECOVER_ORPHANS = TaskSpec(name="tasks.coordinator.recover_orphans", queue=Queue.coordinator)
 EMBED_BATCH = TaskSpec(name="tasks.ingest.embed_batch", queue=Queue.batch)
 
 # one Celery task per kind of call the state machine fans out
@@ -58,7 +59,7 @@ CALL_TASKS: dict[TaskKind, TaskSpec] = {
     "tenk_evaluate": TaskSpec(name="tasks.tenk.evaluate", queue=Queue.llm),
 }
 
-ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, EMBED_BATCH, *CALL_TASKS.values()]
+ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, RECOVER_ORPHANS, EMBED_BATCH, *CALL_TASKS.values()]
 TASK_ROUTES = {t.name: {"queue": t.queue.value} for t in ALL_TASKS}
 TASK_QUEUES = [KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in Queue]
 
