@@ -10,7 +10,7 @@ from agent.models.job import FINAL_STATUSES, Outbox
 from agent.persistence import jobstore
 from agent.submission import admit_batch_jobs
 from agent.work.coordinator import advance_job
-from tasks.dispatch import CeleryDispatcher, fan_out
+from tasks.dispatch import CeleryDispatcher, advance_signature, advance_task_id, call_task_id, fan_out
 from workers.app import app, context
 from workers.topology import ADVANCE, RECOVER_ORPHANS, RESUME_STALLED
 
@@ -70,7 +70,8 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
 @app.task(name=RECOVER_ORPHANS.name)
 def recover_orphans() -> list[str]:
     """Beat task (every few seconds): a job whose task was claimed by a worker that stopped beating (killed,
-    its machine gone) gets its current step re-sent under the same task ids, at once."""
+    its machine gone) gets its current step re-sent under the same task ids, at once; a fan-out that finished
+    without its chord body firing gets the body again."""
     ctx = context()
     lost = liveness.orphans(ctx.redis)
     resumed = []
@@ -80,7 +81,26 @@ def recover_orphans() -> list[str]:
             resume_job(job)
             resumed.append(job_id)
     liveness.forget(ctx.redis, list(lost))  # a re-sent task claims its id again on the worker that takes it
-    return resumed
+    return resumed + repair_lost_bodies()
+
+
+def repair_lost_bodies() -> list[str]:
+    """A fan-out whose calls all finished (their results are in the backend) while its job has not moved for
+    `BODY_GRACE_S`: the chord body was lost (a broker restart without persistence, a lost publish). Send it again
+    under its own id; if it was only late, the second delivery finds the step taken and does nothing."""
+    ctx = context()
+    repaired = []
+    for job_id in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S):
+        job = jobstore.load_job(ctx.pool, job_id)
+        if job is None or not job.state.inflight or job.step in ("start", "done"):
+            continue
+        ids = [call_task_id(c, job.id, job.state.iteration) for c in job.state.inflight]
+        if all(app.AsyncResult(i).state == "SUCCESS" for i in ids):
+            body_id = advance_task_id(job.id, job.step, job.state.inflight)
+            advance_signature(job.id, job.step, job.state.request.batch, task_id=body_id).apply_async()
+            jobstore.touch(ctx.pool, job.id)  # one repair per grace period
+            repaired.append(job.id)
+    return repaired
 
 
 def resume_job(job: jobstore.JobRow) -> None:

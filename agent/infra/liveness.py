@@ -13,6 +13,7 @@ from __future__ import annotations
 HEARTBEAT_TTL_S = 15
 HEARTBEAT_EVERY_S = 5.0
 WATCHDOG_PERIOD_S = 10.0
+BODY_GRACE_S = 20.0  # a fan-out done this long with its job unmoved has lost its chord body
 CLAIMS = "finagent:claims"  # hash: task id -> worker node name
 
 

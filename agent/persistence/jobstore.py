@@ -210,6 +210,14 @@ def stalled_jobs(pool, stalled_after_s: int) -> list[dict]:
         ).fetchall()
 
 
+def quiet_jobs(pool, quiet_s: float) -> list[str]:
+    """Running jobs whose row has not changed for `quiet_s` seconds (a step waiting on its fan-out)."""
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT id FROM research_jobs WHERE status = 'running'"
+                            " AND updated_at < now() - make_interval(secs => %s)", (quiet_s,)).fetchall()
+    return [str(r["id"]) for r in rows]
+
+
 def recent_final_outboxes(pool, within_s: int) -> list[tuple[str, Outbox]]:
     """The last step's events of jobs that finished within `within_s`, to re-publish if a crash lost them."""
     with pool.connection() as conn:

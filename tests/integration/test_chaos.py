@@ -106,3 +106,34 @@ def test_resume_stalled_resends_a_stalled_batch_job_on_the_batch_queue(ctx, work
                     ctx.redis.lrem(queue, 0, raw)
         with ctx.pool.connection() as conn:
             conn.execute("DELETE FROM research_jobs WHERE id = %s", (job_id,))
+
+
+def test_a_chord_body_lost_after_its_last_member_is_sent_again(ctx, sample_corpus, workers, workers_with, script_path):
+    """The coordinator is down while the extract fan-out finishes, and the body it would have received is lost
+    with the broker's queue: the watchdog sees every call finished and the job unmoved, and sends the body again."""
+    script_path.write_text(json.dumps({}))
+    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="2.0")
+    procs = list(workers_with(**env))
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
+
+    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?",
+                                                            max_iterations=1))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and jobstore.load_job(ctx.pool, job_id).step != "1:extract":
+        time.sleep(0.1)
+    coordinator = procs[0]  # WORKERS order: the coordinator pool (and beat) first
+    coordinator.send_signal(signal.SIGTERM)  # warm shutdown: nothing lost yet
+    coordinator.wait(60)
+    while ctx.redis.llen("coordinator") == 0 and time.monotonic() < deadline:  # the body arrives once extraction ends
+        time.sleep(0.2)
+    body = json.loads(ctx.redis.lindex("coordinator", 0))["headers"]["id"]
+    assert body == f"{job_id}:1:advance:extract"
+    ctx.redis.delete("coordinator")  # lost with the broker
+    workers.stop()
+    workers_with(**env, FINAGENT_RESTARTED="1")
+    job, _ = follow_job(ctx, job_id, timeout_s=120)
+    assert job.status == "completed", (job.status, job.step, job.error)
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+    assert all(r["n"] == 1 for r in rows) and "1:compose" in {r["step_key"] for r in rows}
