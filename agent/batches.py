@@ -115,8 +115,12 @@ def find(ctx: Context, name_or_id: str) -> str | None:
 
 
 def batch_items(pool, batch_id: str) -> list[BatchItem]:
+    return _items(batchstore.item_rows(pool, batch_id))
+
+
+def _items(rows: list[dict[str, Any]]) -> list[BatchItem]:
     items = []
-    for r in batchstore.item_rows(pool, batch_id):
+    for r in rows:
         result = JobResult.model_validate(r["result"]) if r["result"] else None
         # the job's own run time (from its start, not from its wait for a batch slot), else since it was created
         seconds = result.timing.get("total") if result else None
@@ -163,4 +167,4 @@ def batch_report(pool, batch_id: str) -> BatchReport | None:
     finished = [r["finished_at"] for r in rows if r["finished_at"]]
     started_at = min(created) if created else row["created_at"]
     finished_at = max(finished) if finished else dt.datetime.now(dt.UTC)
-    return BatchReport(name=row["name"], started_at=started_at, finished_at=finished_at, items=batch_items(pool, batch_id))
+    return BatchReport(name=row["name"], started_at=started_at, finished_at=finished_at, items=_items(rows))

@@ -366,3 +366,25 @@ def private_stack(data_dir: str | None, **env: str):
 def remove_dir(path: Path, keep: bool) -> None:
     if not keep:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def sample_stack(name: str = "bench"):
+    """The embedded stack under the FINAGENT_* environment `fresh_env` set, the sample transcripts ingested, and a
+    WorkerManager for real Celery workers; everything is stopped on exit. Yields (ctx, manager)."""
+    from agent.settings import get_settings
+    from ops.cli import sample_corpus_dir
+    from ops.ingest_runner import ingest
+    from ops.runtime import bootstrap
+    from ops.stack import stop_embedded
+    from ops.workers import WorkerManager
+
+    settings = get_settings()
+    ctx = bootstrap(settings)
+    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
+    manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name=name)
+    try:
+        yield ctx, manager
+    finally:
+        manager.stop()
+        stop_embedded(settings)

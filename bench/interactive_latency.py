@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, percentile, today, write_section
+from bench.common import fresh_env, machine, percentile, sample_stack, today, write_section
 
 TOPICS = ("revenue", "gross margin", "operating expenses", "data center demand", "guidance", "buybacks", "cash flow",
           "capital expenditure", "supply constraints", "pricing")
@@ -83,19 +83,11 @@ def main() -> None:
     from agent.models.job import JobRequest
     from agent.settings import get_settings
     from agent.submission import create
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
-    from ops.workers import WorkerManager
     from tasks.dispatch import CeleryDispatcher
 
     settings = get_settings()
-    ctx = bootstrap(settings)
-    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
-    manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
     t0 = time.time()
-    try:
+    with sample_stack() as (ctx, manager):
         manager.ensure(FINAGENT_LLM_LATENCY_S=str(args.latency))
         _interactive(ctx, 2, 0.0, "warm-up")
         idle = _interactive(ctx, args.jobs, args.gap, "idle")
@@ -112,9 +104,6 @@ def main() -> None:
         time.sleep(3)
         shared = _interactive(ctx, args.jobs, args.gap, "shared")
         _latencies(ctx, flood)
-    finally:
-        manager.stop()
-        stop_embedded(settings)
     a, b, c = _summary(idle), _summary(busy), _summary(shared)
     out = {
         "latency_s": args.latency, "jobs": args.jobs, "gap_s": args.gap, "batch": args.batch,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, percentile, today, write_section
+from bench.common import fresh_env, machine, percentile, sample_stack, today, write_section
 
 QUESTION = "What did {t} say about revenue growth in its latest quarter (trial {n})?"
 
@@ -69,23 +69,12 @@ def main() -> None:
     fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
     from agent.infra.liveness import HEARTBEAT_TTL_S, WATCHDOG_PERIOD_S
     from agent.settings import get_settings
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
-    from ops.workers import WorkerManager
 
     settings = get_settings()
-    ctx = bootstrap(settings)
-    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
-    manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
     env = {"FINAGENT_LLM_LATENCY_S": str(args.latency), "FINAGENT_LLM_CACHE_TTL_S": "0"}
     t0 = time.time()
-    try:
+    with sample_stack() as (ctx, manager):
         trials = [_trial(ctx, manager, n, env, args.all) for n in range(args.trials)]
-    finally:
-        manager.stop()
-        stop_embedded(settings)
     moved = [t["moved_s"] for t in trials]
     out = {"trials": trials, "killed": "every worker" if args.all else "the llm worker", "latency_s": args.latency,
            "moved_p50_s": round(percentile(moved, 50), 1), "moved_max_s": max(moved),
