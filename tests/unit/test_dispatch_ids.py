@@ -8,11 +8,11 @@ from collections import Counter
 from celery.canvas import Signature, _chain, _chord
 
 from agent.models.research import ScopeFindings
-from agent.models.steps import ComposeOutput, EvaluateOutput, ExtractCall, ExtractOutput, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput
+from agent.models.steps import ExtractCall, ExtractOutput, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput
 from agent.models.tenk import TenKPlan
 from tasks.dispatch import fan_out_canvas, start_task_id
-from tests.unit.machine_driver import Job, answer, evaluation
-from tests.unit.test_machine import answer_round, keep_searching, planned, run_tenk_round, sub_question
+from tests.unit.machine_driver import Job
+from tests.unit.test_machine import answer_round, keep_searching, planned, run_tenk_round, sub_question, sufficient_but_for_an_issue
 from workers.topology import ADVANCE
 
 JOB = "job-1"  # the driver's job id
@@ -92,12 +92,7 @@ def test_a_rerouted_job_with_10k_rounds_and_searches_side_by_side():
 def test_a_refinement_round_right_after_the_first_reuses_no_id():
     job = Job()
     planned(job)
-    job.find(3, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
-    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
-        70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+    out = sufficient_but_for_an_issue(job)
     assert out.calls == [ExtractCall(scope="ACME:2025_q1")]
     job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
     assert_unique_and_prefixed(job)

@@ -341,15 +341,20 @@ def test_an_explicit_max_iterations_runs_that_many():
     assert out.result.suggestion.request.mode == "deep_search" and out.result.suggestion.request.max_iterations is None
 
 
-def test_a_refinement_round_reworks_the_answer_without_searching():
-    job = Job()
-    planned(job)
+def sufficient_but_for_an_issue(job: Job):
+    """A planned job's first round, evaluated sufficient in substance but with an issue only a rework fixes."""
     job.find(3, "ACME:2025_q1")
     job.respond(lambda c, it: None)
     job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
     job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
-    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
+    return job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
         70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+
+
+def test_a_refinement_round_reworks_the_answer_without_searching():
+    job = Job()
+    planned(job)
+    out = sufficient_but_for_an_issue(job)
     assert job.state.phase == "refinement" and job.state.revision_notes == ["no margin figure"]
     assert out.calls == [ExtractCall(scope="ACME:2025_q1")]  # straight to the answer: no search calls
     assert out.events[-1].data["phase"] == "refinement"
