@@ -195,4 +195,8 @@ class JobResult(BaseModel):
     problems: list[str] = Field(default_factory=list)
     parent_job_id: str | None = None
     error: str | None = None
+    # a failed job: what failed ('network', 'rate_limit', 'schema', 'internal', ...) and whether `answer` holds the
+    # partial answer it reached (cited findings, or an answer from before the failure)
+    error_class: str | None = None
+    partial: bool = False
     suggestion: ThoroughSearch | None = None

@@ -5,6 +5,7 @@ from pydantic import BaseModel, Field
 
 from agent.models.corpus import Period
 from agent.models.job import JobResult, JobState, StepEvent
+from agent.models.research import Answer
 from agent.models.steps import JobStep, StepOutputs, TaskCall
 
 
@@ -45,6 +46,8 @@ class StepInput(BaseModel):
     now: float  # wall-clock seconds: budgets and stage timing are computed from it, never from a clock read
     provider: str  # the LLM provider's name, for the result
     cancel_requested: bool = False  # a caller cancelled the job: this step ends it
+    # composing failed for good: the iteration's cited findings, which a failed job keeps as its partial answer
+    partial_answer: Answer | None = None
 
 
 class StepOutcome(BaseModel):

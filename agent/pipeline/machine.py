@@ -25,7 +25,7 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | search        | an answer exists, nothing new found                     | decide (previous evaluation)  |
 | search        | otherwise                                               | extract (one call per scope)  |
 | extract       | always (over-budget evidence -> working memory)         | compose                       |
-| compose       | composing failed, no earlier answer                     | done (failed)                 |
+| compose       | composing failed, no earlier answer                     | done (failed, findings kept)  |
 | compose       | composing failed, an earlier answer                     | done (earlier answer kept)    |
 | compose       | out of time                                             | done (completed)              |
 | compose       | otherwise                                               | evaluate (one call per scope) |
@@ -105,9 +105,9 @@ class Step:
             st.cost_usd += self.settings.cost_usd(u.model, u.prompt, u.completion)
         return outputs
 
-    def _result(self, status: str, error: str | None = None, note: str | None = None) -> JobResult:
+    def _result(self, status: str, error: str | None = None, note: str | None = None, error_class: str | None = None) -> JobResult:
         return build_result(self.inp.job_id, self.state, self.inp.evidence, self.inp.provider, status, self.now,
-                            error=error, note=note)
+                            error=error, note=note, error_class=error_class)
 
     def run(self) -> StepOutcome:
         after: dict[object, Callable[[], StepOutcome]] = {
@@ -146,7 +146,7 @@ class Step:
             assert isinstance(out, FailedOutput)
             reason = f"The planner failed ({out.error_class or 'unknown'} error): {out.error}"
             self.emit("error", reason, step="plan", error_class=out.error_class)
-            return self._finish("failed", self._result("failed", error=reason))
+            return self._finish("failed", self._result("failed", error=reason, error_class=out.error_class or "unknown"))
         plan = out.plan
         self.state.plan = plan
         if out.corrected:
@@ -169,7 +169,7 @@ class Step:
         self.state.phase = "execution"
         if not sp.transcripts and not sp.tenk and not plan.needs_latest_news:
             reason = "; ".join(sp.problems) or "nothing to search for this question"
-            return self._finish("failed", self._result("failed", error=reason))
+            return self._finish("failed", self._result("failed", error=reason, error_class="no_data"))
         return self._start_iteration(sp.queries, news_query=self._first_news_query() if plan.needs_latest_news else None)
 
     def _first_news_query(self) -> str:
@@ -275,7 +275,8 @@ class Step:
             reason = f"answer generation failed ({out.error_class} error): {out.error}"
             self.emit("error", reason, step="compose", error_class=out.error_class)
             if self.state.answer is None:
-                return self._finish("failed", self._result("failed", error=reason))
+                self.state.answer = self.inp.partial_answer  # the cited findings, if extraction found any
+                return self._finish("failed", self._result("failed", error=reason, error_class=out.error_class or "unknown"))
             self.state.termination_reason = reason + "; kept the previous answer"
             return self._finish("completed", self._result("completed"))
         self.state.answer = out.answer

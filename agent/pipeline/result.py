@@ -7,7 +7,7 @@ from agent.settings import AnswerMode
 
 
 def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provider: str, status: str, now: float,
-                 error: str | None = None, note: str | None = None) -> JobResult:
+                 error: str | None = None, note: str | None = None, error_class: str | None = None) -> JobResult:
     answer = state.answer
     timing: dict[str, float] = {str(stage): seconds for stage, seconds in state.timing.stages.items()}
     if state.started_at:
@@ -38,6 +38,8 @@ def build_result(job_id: str, state: JobState, evidence: EvidenceSummary, provid
         problems=list(state.search_plan.problems) if state.search_plan else [],
         parent_job_id=state.request.parent_job_id,
         error=error,
+        error_class=error_class if status == "failed" else None,
+        partial=status == "failed" and answer is not None,
         suggestion=thorough_search(state) if status == "completed" else None,
     )
 

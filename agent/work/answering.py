@@ -93,6 +93,15 @@ def _feedback(state: JobState) -> str | None:
     return "\n".join(parts) or None
 
 
+def partial_answer(findings: list[ScopeFindings], evidence: list[Evidence], markers: dict[str, str]) -> Answer | None:
+    """The findings extraction produced, each with its citation: kept when the answer itself could not be composed."""
+    lines = [f"- {f.text} {markers[f.citation_key]}" for scope in findings for f in scope.findings if f.citation_key in markers]
+    if not lines:
+        return None
+    text = "Partial answer: the final answer could not be written; these are the cited findings gathered so far.\n" + "\n".join(lines)
+    return attach_citations(Answer(text=text), evidence, markers)
+
+
 def attach_citations(answer: Answer, evidence: list[Evidence], markers: dict[str, str]) -> Answer:
     by_marker = {markers[e.citation_key]: e for e in evidence if e.citation_key in markers}
     citations = []

@@ -10,13 +10,14 @@ from pydantic import BaseModel
 
 from agent.context import Context
 from agent.models.job import FINAL_STATUSES, Outbox, StepEvent
-from agent.models.steps import CANCEL_STEP, JobStep, Stage, StepOutputs
+from agent.models.steps import CANCEL_STEP, FailedOutput, JobStep, Stage, StepOutputs
 from agent.persistence import jobstore
 from agent.pipeline import machine
 from agent.pipeline.inputs import EvidenceSummary, StepInput, StepOutcome
 from agent.pipeline.result import build_result
 from agent.pipeline.scopes import scope_key
 from agent.work.planning import load_availability
+from agent.work.research import load_partial_answer
 
 log = logging.getLogger(__name__)
 _SOURCE_NAMES = {"transcript": "earnings_transcripts", "10k": "10k", "10k_table": "10k", "news": "news"}
@@ -54,15 +55,19 @@ def load_input(ctx: Context, job: jobstore.JobRow) -> StepInput:
         planned = outputs.one(0, Stage.plan)
         plan = getattr(planned, "plan", None)
     tickers = plan.tickers if plan is not None else []
+    partial = None
+    composed = outputs.of(done.iteration, Stage.compose).values() if done.stage == Stage.compose else []
+    if job.state.answer is None and any(isinstance(o, FailedOutput) for o in composed):
+        partial = load_partial_answer(ctx, job.id, done.iteration)
     return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id),
                      availability=load_availability(ctx, tickers), now=time.time(), provider=ctx.llm.name,
-                     cancel_requested=job.cancel_requested)
+                     cancel_requested=job.cancel_requested, partial_answer=partial)
 
 
 def _failed(job: jobstore.JobRow, inp: StepInput, exc: Exception) -> StepOutcome:
     """A bug or bad data: fail the job with a readable reason, never leave it hanging."""
     reason = f"internal error at step {job.step}: {type(exc).__name__}: {exc}"
-    result = build_result(job.id, job.state, inp.evidence, inp.provider, "failed", inp.now, error=reason)
+    result = build_result(job.id, job.state, inp.evidence, inp.provider, "failed", inp.now, error=reason, error_class="internal")
     return StepOutcome(state=job.state, status="failed", step=JobStep(stage="done"), result=result,
                        events=[StepEvent(type="error", message=reason, data={"step": job.step}),
                                StepEvent(type="job_status", message="failed", data={"status": "failed"})])

@@ -3,6 +3,7 @@ its typed output under the call's key. Every function has the signature (ctx, jo
 from __future__ import annotations
 
 from agent.context import Context
+from agent.models.research import Answer, ScopeFindings
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -22,7 +23,7 @@ from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
 from agent.pipeline.budget import budget_note
 from agent.pipeline.scopes import group_by_scope
-from agent.work.answering import assign_markers, findings_from_answer, run_compose, run_evaluate, run_extract
+from agent.work.answering import assign_markers, findings_from_answer, partial_answer, run_compose, run_evaluate, run_extract
 from agent.work.merging import Merged, merge_adjacent
 from agent.work.planning import run_planner
 from agent.work.search import run_search_spec
@@ -72,11 +73,21 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
         merged=merged.merged.get(scope, 0), tokens_saved=merged.tokens_saved(scope)))
 
 
+def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ScopeFindings]:
+    extracted = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.extract.value}:"))
+    return [o.findings for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
+
+
+def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | None:
+    """What the job can still say when composing failed for good: the iteration's cited findings."""
+    evidence = generation_evidence(ctx, job_id).evidence
+    return partial_answer(_extracted(ctx, job_id, iteration), evidence, assign_markers(evidence))
+
+
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
     evidence = generation_evidence(ctx, job_id).evidence
-    extracted = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.extract.value}:"))
-    findings = [o.findings for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
+    findings = _extracted(ctx, job_id, iteration)
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.compose", {"scopes": len(findings), "provider": ctx.llm.name}) as rec:
         answer, usage = run_compose(ctx.llm, state, findings, evidence, assign_markers(evidence), budget_note(state))

@@ -69,12 +69,13 @@ class Job:
         self.scopes |= set(scopes)
 
     def advance(self, outputs: dict[StepKey, StepOutput] | None = None, seconds: float = 1.0,
-                cancel: bool = False) -> StepOutcome:
+                cancel: bool = False, partial_answer: Answer | None = None) -> StepOutcome:
         self.now += seconds
         inp = StepInput(job_id="job-1", done=self.step, outputs=StepOutputs(items=outputs or {}),
                         evidence=EvidenceSummary(per_iteration=dict(self.evidence), scopes=sorted(self.scopes),
                                                  sources={"earnings_transcripts": sum(self.evidence.values())}),
-                        availability=self.availability, now=self.now, provider="test", cancel_requested=cancel)
+                        availability=self.availability, now=self.now, provider="test", cancel_requested=cancel,
+                        partial_answer=partial_answer)
         before = self.state.model_dump_json()
         out = machine.step(self.state, inp, self.settings)
         assert self.state.model_dump_json() == before, "a step must not change the state it was given"
@@ -82,14 +83,15 @@ class Job:
         self.outcomes.append(out)
         return out
 
-    def respond(self, responder: Responder, seconds: float = 1.0, cancel: bool = False) -> StepOutcome:
+    def respond(self, responder: Responder, seconds: float = 1.0, cancel: bool = False,
+                partial_answer: Answer | None = None) -> StepOutcome:
         """Answer every call in flight through `responder` (None: the call stores no output) and step."""
         outputs = {}
         for call in self.last.calls:
             out = responder(call, self.state.iteration)
             if out is not None:
                 outputs[call.output_key(self.state.iteration)] = out
-        return self.advance(outputs, seconds, cancel=cancel)
+        return self.advance(outputs, seconds, cancel=cancel, partial_answer=partial_answer)
 
 
 def event_types(out: StepOutcome) -> list[str]:

@@ -51,3 +51,19 @@ def test_the_generator_sees_the_news_summary_and_what_to_revise():
     req = llm.requests[0]
     assert req.news_summary == "Prices rose in the quarter."
     assert "shorter please" in req.feedback and "no figure for the price increase" in req.feedback
+
+
+def test_a_partial_answer_lists_each_finding_with_its_citation():
+    from agent.models.research import Finding
+    from agent.work.answering import partial_answer
+
+    markers = assign_markers(EVIDENCE)
+    keys = [e.citation_key for e in EVIDENCE]
+    findings = [ScopeFindings(scope="ACME:2025_q1", findings=[Finding(citation_key=keys[0], text="Revenue rose.")]),
+                ScopeFindings(scope="news", findings=[Finding(citation_key=keys[1], text="Prices went up."),
+                                                      Finding(citation_key="unknown", text="Uncited claim.")])]
+    partial = partial_answer(findings, EVIDENCE, markers)
+    assert partial is not None and partial.text.startswith("Partial answer")
+    assert f"- Revenue rose. {markers[keys[0]]}" in partial.text and "Uncited claim" not in partial.text
+    assert [c.citation_key for c in partial.citations] == keys
+    assert partial_answer([ScopeFindings(scope="news")], EVIDENCE, markers) is None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models.research import ScopeFindings, TickerPeriods, Usage
+from agent.models.research import Answer, ScopeFindings, TickerPeriods, Usage
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -250,6 +250,7 @@ def test_a_compose_failure_fails_a_first_answer_and_keeps_a_later_one():
     job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
     out = job.respond(lambda c, it: FailedOutput(error="timeout", error_class="network"))
     assert out.status == "failed" and "answer generation failed" in out.result.error
+    assert out.result.error_class == "network" and not out.result.partial
 
     job = Job()
     planned(job)
@@ -259,6 +260,19 @@ def test_a_compose_failure_fails_a_first_answer_and_keeps_a_later_one():
     job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
     out = job.respond(lambda c, it: FailedOutput(error="timeout", error_class="network"))
     assert out.status == "completed" and out.result.termination_reason.endswith("kept the previous answer")
+
+
+def test_a_failed_job_keeps_the_cited_findings_as_its_partial_answer():
+    job = Job()
+    planned(job)
+    job.find(2, "ACME:2025_q1")
+    job.respond(lambda c, it: None)
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    partial = Answer(text="Partial answer: ...\n- Revenue rose 4% [1]", citations=[])
+    out = job.respond(lambda c, it: FailedOutput(error="RateLimitError: 429", error_class="rate_limit"), partial_answer=partial)
+    assert out.status == "failed" and out.result.partial and out.result.error_class == "rate_limit"
+    assert out.result.answer == partial.text and "rate_limit error" in out.result.error
+    assert event_types(out)[-2:] == ["result", "job_status"]
 
 
 def test_every_evaluation_failing_returns_the_unevaluated_answer():
