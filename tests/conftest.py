@@ -2,6 +2,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stack_fixtures import *  # noqa: F403  (the live-stack fixtures of the integration and chaos tiers)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
