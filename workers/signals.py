@@ -27,6 +27,12 @@ def _redis():
     return context().redis
 
 
+def _incarnation(hostname: str) -> str:
+    """A worker restarted under the same node name (a supervisor, `finagent services start`) is a new incarnation:
+    its heartbeat must not vouch for the claims of the process that died."""
+    return f"{hostname}#{os.getpid()}"
+
+
 def _job_task(task_id: str | None) -> bool:
     return bool(task_id) and ":" in (task_id or "")  # a job's task ids are `{job_id}:...`
 
@@ -37,7 +43,7 @@ def _task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None
         metrics.task_started(task_id, task.name)
         if _job_task(task_id) and task.request.hostname:
             try:
-                liveness.claim(_redis(), task_id, task.request.hostname)
+                liveness.claim(_redis(), task_id, _incarnation(task.request.hostname))
             except Exception:
                 log.warning("could not claim %s", task_id, exc_info=True)
 
@@ -55,9 +61,10 @@ def _task_postrun(task_id: str | None = None, task: Any = None, state: str | Non
 
 @signals.worker_ready.connect(dispatch_uid="finagent-liveness-heartbeat")
 def _start_heartbeat(sender: Any = None, **_: Any) -> None:
-    node = getattr(sender, "hostname", None)
-    if not node:
+    hostname = getattr(sender, "hostname", None)
+    if not hostname:
         return
+    node = _incarnation(hostname)
 
     def run() -> None:
         while True:
