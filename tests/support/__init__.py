@@ -1,0 +1,1 @@
+"""Test support shared by the unit and integration tiers (fault-injecting LLM server, ...)."""
