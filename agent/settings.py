@@ -109,7 +109,9 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_models: LLMRoles = LLMRoles()
     llm_timeout_s: float = 60.0
-    llm_json_schema: bool = False  # use response_format json_schema where the server supports it
+    # how to ask for schema-valid JSON (agent/providers/llm/json_modes.py): auto detects the endpoint's form
+    llm_json_mode: Literal["auto", "json_schema", "json_object_schema", "ollama", "json_object"] = "auto"
+    llm_json_schema: bool | None = None  # deprecated: true is llm_json_mode=json_schema
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
     llm_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
@@ -212,6 +214,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{setting_name('chunk_overlap')} must be smaller than {setting_name('chunk_size')}, "
                 f"got {self.chunk_overlap} >= {self.chunk_size}")
+        return self
+
+    @model_validator(mode="after")
+    def _json_schema_alias(self) -> Settings:
+        if self.llm_json_schema and "llm_json_mode" not in self.model_fields_set:
+            self.llm_json_mode = "json_schema"
         return self
 
     @model_validator(mode="wrap")
