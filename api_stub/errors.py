@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.models.api import ErrorBody, ErrorDetail, ErrorInfo
+from agent.redact import install_log_redaction, redact
 
 # the code an error gets when nothing more specific was said
 DEFAULT_CODES: dict[int, str] = {
@@ -41,7 +42,7 @@ class ApiError(Exception):
 
 def error_response(status: int, code: str, message: str, details: list[ErrorDetail] | None = None,
                    headers: Mapping[str, str] | None = None) -> JSONResponse:
-    body = ErrorBody(error=ErrorInfo(code=code, message=message, details=details or []))
+    body = ErrorBody(error=ErrorInfo(code=code, message=redact(message), details=details or []))
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=dict(headers or {}))
 
 
@@ -60,6 +61,16 @@ def _describe(details: list[ErrorDetail]) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+def _malformed_json(exc: RequestValidationError) -> str | None:
+    """FastAPI reports a body that is not JSON as a field error at the character offset; say what it is instead."""
+    for e in exc.errors():
+        if e.get("type") == "json_invalid":
+            loc = e.get("loc", ())
+            where = f" at character {loc[1] + 1}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+            return f"the body is not valid JSON: {e.get('ctx', {}).get('error', 'decode error')}{where}"
+    return None
+
+
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
@@ -75,10 +86,14 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     details = _validation_details(exc)
+    malformed = _malformed_json(exc)
+    if malformed:
+        return error_response(422, "malformed_json", malformed, details)
     return error_response(422, "validation_error", _describe(details), details)
 
 
 def install(app: FastAPI) -> None:
+    install_log_redaction()  # no secret in the API's logs either (agent/redact.py)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

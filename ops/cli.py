@@ -37,7 +37,9 @@ def _print_json(data) -> None:
 @config_app.command("show")
 def config_show(as_json: bool = typer.Option(False, "--json")):
     """Print the effective settings, secrets masked."""
-    data = get_settings().masked()
+    from agent.redact import masked_config
+
+    data = masked_config(get_settings())
     if as_json:
         return _print_json(data)
     table = Table("setting", "value", title="finagent settings (env FINAGENT_*, then .env, then defaults)")

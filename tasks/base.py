@@ -12,11 +12,12 @@ from celery.utils.time import get_exponential_backoff_interval
 
 from agent.context import Context
 from agent.infra.breaker import CircuitOpenError
-from agent.infra.errors import classify_error
+from agent.infra.errors import classify_error, retry_after_s
 from agent.infra.ratelimit import BATCH_CALL, RateLimitedError
 from agent.models.steps import FailedOutput
 from agent.persistence import jobstore
 from agent.persistence.ledger import ATTEMPT_RETRIES
+from agent.redact import redact, scrub_exception
 from workers.app import context
 from workers.topology import Queue
 
@@ -43,6 +44,7 @@ class JobTask(Task):
         try:
             return work(ctx, job_id, iteration, call)
         except Exception as exc:
+            scrub_exception(exc)  # before Celery stores it (retry state, task events) or anything logs it
             error_class = classify_error(exc)
             limit = THROTTLED_RETRIES if isinstance(exc, RateLimitedError) else min(self.max_retries, ctx.settings.max_tool_retries)
             if error_class in RETRYABLE and retries < limit:
@@ -51,7 +53,7 @@ class JobTask(Task):
                 raise self.retry(exc=exc, countdown=countdown, max_retries=limit) from exc
             log.exception("%s failed for good (%s)", key, error_class)
             jobstore.put_output(ctx.pool, job_id, key, FailedOutput(
-                error=f"{type(exc).__name__}: {exc}"[:500], error_class=error_class, retries=retries))
+                error=redact(f"{type(exc).__name__}: {exc}")[:500], error_class=error_class, retries=retries))
             return None
         finally:
             BATCH_CALL.reset(batch_token)
@@ -59,13 +61,19 @@ class JobTask(Task):
 
 
 def retry_countdown(exc: BaseException, retries: int, base_s: float) -> float:
-    """Exponential backoff with jitter (base, 2 x base, ...); a call refused by an open circuit breaker waits
-    until the breaker lets a trial through, so the retries outlast a short provider outage. A call the rate limit
-    kept waiting comes back when its slot should be free, not after a growing backoff."""
+    """Exponential backoff with jitter (base, 2 x base, ...). A server that said when to come back (a 429's or 503's
+    Retry-After, after the SDK's own retries gave up) is not asked again sooner: the wait is at least its Retry-After
+    (capped at errors.MAX_RETRY_AFTER_S) plus jitter, so workers retrying together do not arrive at the same instant.
+    A call refused by an open circuit breaker waits until the breaker lets a trial through, so the retries outlast a
+    short provider outage. A call the rate limit kept waiting comes back when its slot should be free, not after a
+    growing backoff."""
     if isinstance(exc, RateLimitedError):
         return exc.retry_after_s + random.uniform(0.5, 2.0)
     backoff = get_exponential_backoff_interval(factor=base_s, retries=retries, maximum=600, full_jitter=False)
     countdown = backoff * random.uniform(0.75, 1.25)
     if isinstance(exc, CircuitOpenError):
         countdown = max(countdown, exc.retry_after_s + random.uniform(0.5, 2.0))
+    asked = retry_after_s(exc)
+    if asked is not None:
+        countdown = max(countdown, asked + random.uniform(0.1, 1.0))
     return countdown

@@ -15,6 +15,7 @@ from typing import Any
 from celery import signals
 
 from agent.infra import liveness, metrics
+from agent.redact import install_log_redaction
 from agent.settings import Settings
 from workers.topology import Queue
 
@@ -35,6 +36,14 @@ def _incarnation(hostname: str) -> str:
 
 def _job_task(task_id: str | None) -> bool:
     return bool(task_id) and ":" in (task_id or "")  # a job's task ids are `{job_id}:...`
+
+
+@signals.celeryd_init.connect(dispatch_uid="finagent-log-redaction-worker")
+@signals.after_setup_logger.connect(dispatch_uid="finagent-log-redaction-logger")
+@signals.beat_init.connect(dispatch_uid="finagent-log-redaction-beat")
+def _redact_logs(**_: Any) -> None:
+    # no secret in a worker's log: a provider's error may echo its key (agent/redact.py)
+    install_log_redaction()
 
 
 @signals.task_prerun.connect(dispatch_uid="finagent-metrics-prerun")

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 from agent.infra import metrics
 from agent.infra.errors import classify_error
 from agent.models.research import Usage
+from agent.redact import redact, scrub_exception
 from agent.settings import Settings
 
 # How many times the task running this call has been retried; the task sets it, every ledger row records it.
@@ -54,7 +55,8 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
     try:
         yield rec
     except BaseException as exc:
-        error_class, error = classify_error(exc), f"{type(exc).__name__}: {exc}"[:500]
+        scrub_exception(exc)  # a provider's error may echo its key: masked here, for the ledger and every later reader
+        error_class, error = classify_error(exc), redact(f"{type(exc).__name__}: {exc}")[:500]
         raise
     finally:
         error_class, error = error_class or rec.error_class, error or rec.error

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from agent.infra.breaker import CircuitBreaker, CircuitOpenError
 from agent.infra.errors import classify_error
 from agent.models.research import Evidence
+from agent.redact import MASK, redact
 from agent.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -251,7 +252,7 @@ class TavilyNews:
         return clean_text(self._redact(str(exc)), 200)
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "********")
+        return redact(text.replace(self._api_key, MASK))
 
 
 def make_news(settings: Settings, redis) -> NewsProvider:
