@@ -22,9 +22,17 @@ from agent.context import Context
 from agent.models.batch import BatchItem, BatchProgress, BatchReport
 from agent.models.job import FINAL_STATUSES, JobRequest, JobResult
 from agent.persistence import batchstore, jobstore
-from agent.submission import Dispatcher, create
+from agent.submission import Dispatcher, InvalidRequest, check_question, check_request, create, known_tickers
 
 RETRIED_STATUSES = ("failed",)
+
+
+class BatchFileError(ValueError):
+    """A batch file that cannot be read as questions at all (binary, not UTF-8, over the caps); nothing is submitted."""
+
+
+class NoValidLines(ValueError):
+    """Every line of the batch is invalid: nothing is submitted and no batch is recorded."""
 
 
 class BatchLine(BaseModel):
@@ -60,7 +68,10 @@ def parse_line(n: int, raw: str | dict[str, Any], mode: str | None = None) -> Ba
             raise ValueError("expected a question or a JSON object")
         fields = {k: v for k, v in fields.items() if k not in ("batch", "idempotency_key")}
         request = JobRequest.model_validate(({"mode": mode} if mode else {}) | fields | {"batch": True})
+        check_question(request)
         return BatchLine(line=n, request=request, key=content_key(request), question=request.question)
+    except InvalidRequest as exc:
+        return BatchLine(line=n, error=str(exc), question=request.question)
     except json.JSONDecodeError as exc:
         return BatchLine(line=n, error=f"invalid JSON: {exc.msg} at column {exc.colno}")
     except ValidationError as exc:
@@ -80,13 +91,50 @@ def parse_lines(lines: list[str | dict[str, Any]], mode: str | None = None) -> l
     return out
 
 
-def read_file(path: Path, mode: str | None = None) -> list[BatchLine]:
-    return parse_lines(list(path.read_text(encoding="utf-8", errors="replace").splitlines()), mode)
+def read_file(path: Path, mode: str | None = None, max_bytes: int | None = None, max_lines: int | None = None) -> list[BatchLine]:
+    """The file's lines, parsed. A file that is not UTF-8 text, or is over `max_bytes` or `max_lines` questions,
+    raises BatchFileError: a binary or truncated upload is refused whole, never half-submitted."""
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise BatchFileError(f"{path}: {size} bytes, over the batch limit of {max_bytes}")
+    data = path.read_bytes()
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise BatchFileError(f"{path}: not a text file (a NUL byte at offset {nul}); save it as UTF-8 text")
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark from a Windows editor is fine
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BatchFileError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02X} at offset {exc.start}); "
+                             "save the file as UTF-8") from None
+    lines = parse_lines(list(text.splitlines()), mode)
+    if max_lines is not None and len(lines) > max_lines:
+        raise BatchFileError(f"{path}: {len(lines)} questions, over the batch limit of {max_lines}")
+    return lines
+
+
+def validate_lines(ctx: Context, lines: list[BatchLine]) -> list[BatchLine]:
+    """The lines with those that fail the database's checks (unknown tickers) turned into invalid lines."""
+    known = known_tickers(ctx)
+    out = []
+    for line in lines:
+        if line.request is not None:
+            try:
+                check_request(ctx, line.request, known)
+            except InvalidRequest as exc:
+                line = BatchLine(line=line.line, error=str(exc), question=line.question)
+        out.append(line)
+    return out
 
 
 def create_batch(ctx: Context, dispatcher: Dispatcher, name: str, lines: list[BatchLine], retry_failed: bool = False) -> str:
     """Submit the lines as batch `name` (created on first use) and return the batch id. Idempotent: a line whose
-    content already has a job in this batch keeps it; with `retry_failed`, a failed one gets a new job."""
+    content already has a job in this batch keeps it; with `retry_failed`, a failed one gets a new job. When no line
+    is valid it raises NoValidLines and writes nothing."""
+    lines = validate_lines(ctx, lines)
+    if not any(line.request for line in lines):
+        first = next((f"line {x.line}: {x.error}" for x in lines if x.error), "the batch is empty")
+        raise NoValidLines(f"no valid question in the batch ({len(lines)} invalid lines; {first})")
     batch_id = batchstore.upsert_batch(ctx.pool, name)
     attempts = batchstore.previous_attempts(ctx.pool, batch_id)
     items = []

@@ -6,6 +6,7 @@ The dispatcher is the one thing that knows how a job gets run (the Celery implem
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from typing import Protocol
 
 from agent.context import Context
@@ -13,6 +14,8 @@ from agent.infra.events import publish
 from agent.models.api import JobView
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
 from agent.persistence import batchstore, jobstore
+from agent.retrieval.companies import load_companies
+from agent.retrieval.periods import impossible_periods
 
 
 class Dispatcher(Protocol):
@@ -33,13 +36,49 @@ class IdempotencyConflict(ValueError):
         self.key, self.job_id = key, job_id
 
 
+class InvalidRequest(ValueError):
+    """A request no job can be made of, found before anything is written; `field` names the part at fault."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+def check_question(request: JobRequest) -> None:
+    """A question naming a period that cannot exist (Q5, fiscal 1850) is refused rather than answered for another."""
+    problems = impossible_periods(request.question)
+    if problems:
+        raise InvalidRequest("question", "names a period that cannot exist: " + "; ".join(problems))
+
+
+def known_tickers(ctx: Context) -> set[str]:
+    with ctx.pool.connection() as conn:
+        return {c.ticker for c in load_companies(conn)}
+
+
+def check_request(ctx: Context, request: JobRequest, known: Collection[str] | None = None) -> None:
+    """Everything JobRequest's own validation cannot see: impossible periods in the question, tickers of companies
+    finagent does not know, a parent job that does not exist. Raises InvalidRequest."""
+    check_question(request)
+    if request.tickers:
+        known = known_tickers(ctx) if known is None else known
+        unknown = [t for t in request.tickers if t not in known]
+        if unknown:
+            raise InvalidRequest("tickers", f"unknown ticker{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+                                            "no company with that symbol has been ingested")
+    if request.parent_job_id and jobstore.load_job(ctx.pool, request.parent_job_id) is None:
+        raise InvalidRequest("parent_job_id", f"no job {request.parent_job_id}")
+
+
 def _same_request(a: JobRequest, b: JobRequest) -> bool:
     return a.model_dump(exclude={"idempotency_key"}) == b.model_dump(exclude={"idempotency_key"})
 
 
 def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[str, bool]:
     """Persist the job before anything runs. The same idempotency key with the same request returns the same job
-    (created=False); with a different request it raises IdempotencyConflict."""
+    (created=False); with a different request it raises IdempotencyConflict. A request that fails `check_request`
+    raises InvalidRequest and writes nothing."""
+    check_request(ctx, request)
     job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
     if created:
         publish(ctx.redis, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)

@@ -75,6 +75,11 @@ def _check_line_count(lines: list[str | dict], limit: int) -> int:
     return count
 
 
+def _no_valid_lines(lines, exc: Exception) -> ApiError:
+    details = [ErrorDetail(loc=["body", x.line], msg=x.error) for x in lines if x.error][:20]
+    return ApiError(422, str(exc), code="no_valid_lines", details=details)
+
+
 def _progress(rt: Runtime, batch_id: str) -> BatchProgress:
     from agent import batches
 
@@ -91,7 +96,7 @@ def _progress(rt: Runtime, batch_id: str) -> BatchProgress:
 @router.post("", status_code=202, response_model=BatchSubmitted, openapi_extra={"requestBody": UPLOAD_BODY},
              responses=error_responses(400, 401, 413, 415, 422), summary="Submit a batch of questions")
 async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
-                       name: str | None = Query(None, min_length=1, max_length=200,
+                       name: str | None = Query(None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
                                                 description="the batch's name; default: from the upload's content, so "
                                                             "uploading the same lines again returns the same batch"),
                        mode: AnswerMode | None = Query(None, description="the answer mode of lines that name none"),
@@ -107,12 +112,19 @@ async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
 
     batch_name = name or "api-" + hashlib.sha256(bytes(body)).hexdigest()[:16]
     parsed = batches.parse_lines(lines, mode.value if mode else None)
+    if not any(x.request for x in parsed):
+        raise _no_valid_lines(parsed, batches.NoValidLines(f"no valid question in the batch ({len(parsed)} invalid lines)"))
 
-    def create() -> str:
-        return batches.create_batch(rt.ctx, rt.dispatcher, batch_name, parsed, retry_failed=retry_failed)
+    def create() -> tuple[str | None, list[batches.BatchLine]]:
+        checked = batches.validate_lines(rt.ctx, parsed)  # unknown tickers
+        if not any(x.request for x in checked):
+            return None, checked
+        return batches.create_batch(rt.ctx, rt.dispatcher, batch_name, checked, retry_failed=retry_failed), checked
 
-    batch_id = await anyio.to_thread.run_sync(create)
-    invalid = [LineError(line=x.line, error=x.error) for x in parsed if x.error]
+    batch_id, checked = await anyio.to_thread.run_sync(create)
+    if batch_id is None:
+        raise _no_valid_lines(checked, batches.NoValidLines(f"no valid question in the batch ({len(checked)} invalid lines)"))
+    invalid = [LineError(line=x.line, error=x.error) for x in checked if x.error]
     return BatchSubmitted(batch_id=batch_id, name=batch_name, total=len(parsed), jobs=len(parsed) - len(invalid),
                           invalid=invalid, status_url=f"/v1/batches/{batch_id}", results_url=f"/v1/batches/{batch_id}/results")
 

@@ -36,6 +36,11 @@ def load(rt: Runtime, job_id: str) -> jobstore.JobRow:
         raise ApiError(404, str(exc)) from None
 
 
+def invalid(exc: submission.InvalidRequest) -> ApiError:
+    return ApiError(422, f"invalid request: {exc}", code="invalid_request",
+                    details=[ErrorDetail(loc=["body", exc.field], msg=exc.message, type="value_error")])
+
+
 def submitted(job_id: str, created: bool, status: str) -> Submitted:
     return Submitted(job_id=job_id, created=created, status=status,
                      status_url=f"/v1/jobs/{job_id}", events_url=f"/v1/jobs/{job_id}/events")
@@ -53,7 +58,10 @@ def submit(request: JobRequest, response: Response, rt: Runtime = Depends(runtim
     if idempotency_key is not None:
         request = request.model_copy(update={"idempotency_key": idempotency_key})
     try:
+        submission.check_question(request)  # before any service is touched
         job_id, created = submission.create(rt.ctx, rt.dispatcher, request)
+    except submission.InvalidRequest as exc:
+        raise invalid(exc) from None
     except submission.IdempotencyConflict as exc:
         raise ApiError(409, str(exc), code="idempotency_conflict",
                        details=[ErrorDetail(loc=["header", "Idempotency-Key"], msg=f"used by job {exc.job_id}")]) from None
@@ -122,6 +130,8 @@ def rerun_with_feedback(body: Feedback, job_id: JobId, rt: Runtime = Depends(run
     load(rt, job_id)
     try:
         new_id, created = submission.rerun_with_feedback(rt.ctx, rt.dispatcher, job_id, body.feedback)
+    except submission.InvalidRequest as exc:
+        raise invalid(exc) from None
     except LookupError as exc:
         raise ApiError(404, str(exc)) from None
     except ValueError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -188,6 +188,12 @@ def search(
         raise typer.Exit(code=1)
 
 
+def _input_error(message: str) -> NoReturn:
+    """Bad input: one plain line on stderr (no markup, no wrapping, no traceback) and exit status 2."""
+    err.print(message, style="red", markup=False, highlight=False)
+    raise typer.Exit(code=2)
+
+
 @app.command()
 def ask(
     question: Optional[str] = typer.Argument(None, help="the question (omit with --feedback-on)"),
@@ -205,27 +211,34 @@ def ask(
     from pydantic import ValidationError
 
     from agent.models.job import JobRequest
+    from agent.submission import InvalidRequest, check_question, check_request
     from ops.ask import run_question
+    from ops.runtime import bootstrap
 
-    if feedback_on:
-        if not feedback:
-            err.print("[red]--feedback-on needs --feedback[/red]")
-            raise typer.Exit(code=2)
-        from ops.ask import rerun_question
-
-        result = rerun_question(feedback_on, feedback, as_json)
-        raise typer.Exit(code=1 if result.status in ("failed", "rejected") else 0)
-    if not question:
-        err.print("[red]a question is required[/red]")
-        raise typer.Exit(code=2)
     try:
-        request = JobRequest(question=question, mode=mode, tickers=[t.upper() for t in ticker] or None,
-                             max_iterations=max_iterations, max_duration_seconds=max_duration, min_confidence=min_confidence,
-                             batch=batch)
+        if feedback_on:
+            if not feedback:
+                _input_error("--feedback-on needs --feedback")
+            from agent.models.api import Feedback
+            from ops.ask import rerun_question
+
+            Feedback(feedback=feedback)  # the text is checked before anything starts
+            try:
+                result = rerun_question(feedback_on, feedback, as_json)
+            except (LookupError, ValueError) as exc:  # no such job, or it has not finished
+                _input_error(str(exc))
+        else:
+            if not question:
+                _input_error("a question is required")
+            request = JobRequest(question=question, mode=mode, tickers=ticker or None, max_iterations=max_iterations,
+                                 max_duration_seconds=max_duration, min_confidence=min_confidence, batch=batch)
+            check_question(request)
+            check_request(bootstrap(), request)  # the tickers need the database; nothing is written or started yet
+            result = run_question(request, as_json)
     except ValidationError as exc:
-        err.print(f"[red]invalid request:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
-        raise typer.Exit(code=2) from None
-    result = run_question(request, as_json)
+        _input_error("invalid request: " + "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors()))
+    except InvalidRequest as exc:
+        _input_error(f"invalid request: {exc}")
     if result.status in ("failed", "rejected"):
         raise typer.Exit(code=1)
 

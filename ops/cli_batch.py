@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -15,9 +15,16 @@ console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]{message}[/red]")
+def _fail(message: str, code: int = 2) -> NoReturn:
+    err.print(message, style="red", markup=False, highlight=False)
     raise typer.Exit(code=code)
+
+
+def _report_bad_lines(path: Path, lines) -> int:
+    bad = [line for line in lines if line.error]
+    for line in bad:
+        err.print(f"{path}:{line.line}: {line.error}", style="red", markup=False, highlight=False)
+    return len(bad)
 
 
 @batch_app.command("run")
@@ -34,7 +41,7 @@ def run(
     of the file) reuses every answered or running question and runs only new or edited lines. Bad lines are reported
     with their line number and skipped; the command then exits with status 1."""
     from agent import batches
-    from agent.settings import AnswerMode
+    from agent.settings import AnswerMode, get_settings
     from ops.runtime import bootstrap
     from tasks.dispatch import CeleryDispatcher
 
@@ -42,20 +49,31 @@ def run(
         _fail(f"{path}: no such file")
     if mode is not None and mode not in {m.value for m in AnswerMode}:
         _fail(f"unknown mode {mode!r}; the modes are {', '.join(m.value for m in AnswerMode)}")
-    lines = batches.read_file(path, mode)
+    settings = get_settings()
+    try:
+        lines = batches.read_file(path, mode, max_bytes=settings.api_max_batch_bytes, max_lines=settings.api_max_batch_lines)
+    except batches.BatchFileError as exc:
+        _fail(str(exc))
     if not lines:
         _fail(f"{path}: no questions in the file")
-    bad = [line for line in lines if line.error]
-    for line in bad:
-        err.print(f"[red]{path}:{line.line}: {line.error}[/red]")
+    if not any(line.request for line in lines):  # nothing to run: say why without starting anything
+        _report_bad_lines(path, lines)
+        _fail(f"{path}: no valid question in the file")
+    lines = batches.validate_lines(bootstrap(), lines)  # unknown tickers need the database; no worker is started yet
+    bad = _report_bad_lines(path, lines)
+    if bad == len(lines):
+        _fail(f"{path}: no valid question in the file")
     ctx = bootstrap(workers=True)
     batch_name = name or str(path.resolve())
-    batch_id = batches.create_batch(ctx, CeleryDispatcher(), batch_name, lines, retry_failed=retry_failed)
+    try:
+        batch_id = batches.create_batch(ctx, CeleryDispatcher(), batch_name, lines, retry_failed=retry_failed)
+    except batches.NoValidLines:
+        _fail(f"{path}: no valid question in the file")
     progress = batches.batch_progress(ctx.pool, batch_id)
     assert progress is not None
     already = progress.counts.get("completed", 0)
-    console.print(f"batch {batch_id} ({batch_name}): {len(lines) - len(bad)} questions, {already} already answered"
-                  + (f", {len(bad)} invalid lines skipped" if bad else ""))
+    console.print(f"batch {batch_id} ({batch_name}): {len(lines) - bad} questions, {already} already answered"
+                  + (f", {bad} invalid lines skipped" if bad else ""))
     if not wait:
         console.print(f"follow it with: finagent batch status {batch_id}")
         raise typer.Exit(1 if bad else 0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from agent.models.job import JobResult, JobStatus
+from agent.models.job import JobResult, JobStatus, plain_text
 
 
 class ErrorDetail(BaseModel):
@@ -70,6 +70,8 @@ class JobPage(BaseModel):
 
 class Feedback(BaseModel):
     feedback: str = Field(min_length=1, max_length=2000)
+
+    _plain = field_validator("feedback", mode="before")(plain_text)
 
 
 class JobEvent(BaseModel):

@@ -1,6 +1,7 @@
 """Time expressions: find them in a question, and resolve them against one company's own periods."""
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from pydantic import BaseModel, Field
@@ -38,7 +39,9 @@ def find_time_refs(text: str) -> list[str]:
 
 def _year(s: str) -> int:
     y = int(s)
-    return y + 2000 if y < 100 else y
+    if y >= 100:
+        return y
+    return y + 2000 if y < 69 else y + 1900  # two digits pivot as strptime's %y does: '99 is 1999, '24 is 2024
 
 
 def _num(s: str) -> int:
@@ -108,6 +111,58 @@ def _resolve_one(ref: str, avail: list[Period], ticker: str, out: Resolution) ->
             return [p for p in avail if p.fiscal_year == years[-1]]
     out.problems.append(f"could not understand the time reference {ref!r}")
     return []
+
+
+# Periods no question can mean. Quarter numbers run 1 to 4; no filing predates 1900; and nothing is reported for a
+# fiscal year more than YEARS_AHEAD past the current one (guidance and targets reach a few years, not decades).
+EARLIEST_FISCAL_YEAR = 1900
+YEARS_AHEAD = 10
+_ANY_Q = r"(\d{1,2})"
+_ORDINALS = {"fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "zeroth": 0}
+_IMPOSSIBLE: list[tuple[str, re.Pattern]] = [
+    ("quarter", re.compile(rf"\bQ{_ANY_Q}\s*(?:of\s+)?(?:FY|fiscal(?:\s+year)?\s*)?'?(\d{{4}}|\d{{2}})\b", re.I)),
+    ("quarter_rev", re.compile(rf"\b(?:FY\s*)?(\d{{4}})\s*Q{_ANY_Q}\b", re.I)),
+    ("quarter_short", re.compile(r"\b(\d)Q\s*'?(\d{2}|\d{4})\b", re.I)),
+    ("quarter_words", re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|zeroth|\d{1,2}(?:st|nd|rd|th))\s+(?:fiscal\s+)?quarter\s+(?:of\s+)?(?:fiscal\s+(?:year\s+)?|FY\s*)?(\d{4})\b", re.I)),
+    ("fiscal_year", re.compile(r"\b(?:FY\s*'?|fiscal\s+(?:year\s+)?)(\d{4}|\d{2})\b", re.I)),
+    ("no_periods", re.compile(r"\b(?:last|past|previous|recent|latest|trailing)\s+(?:0|zero)\s+(?:fiscal\s+)?(?:quarters?|years?)\b", re.I)),
+]
+
+
+def impossible_periods(text: str, today: dt.date | None = None) -> list[str]:
+    """Why each period named in `text` cannot exist (a fifth quarter, fiscal 1850, a quarter decades ahead), as
+    readable sentences; empty when every period it names could. Calendar years in prose ('founded in 1850', 'net
+    zero by 2050') are not periods and are never refused."""
+    latest = (today or dt.date.today()).year + YEARS_AHEAD
+    problems: list[str] = []
+    seen: list[tuple[int, int]] = []
+    for kind, pattern in _IMPOSSIBLE:
+        for m in pattern.finditer(text):
+            if any(s <= m.start() < e for s, e in seen):
+                continue
+            seen.append((m.start(), m.end()))
+            ref = m.group(0)
+            if kind == "no_periods":
+                problems.append(f"{ref!r} asks for no periods")
+                continue
+            if kind == "fiscal_year":
+                quarter, year = 1, _year(m.group(1))
+            elif kind == "quarter_rev":
+                year, quarter = _year(m.group(1)), int(m.group(2))
+            elif kind == "quarter_words":
+                word = m.group(1).lower()
+                quarter = _ORD.get(word) or _ORDINALS.get(word, -1)
+                quarter = int(word[:-2]) if quarter == -1 else quarter
+                year = _year(m.group(2))
+            else:
+                quarter, year = int(m.group(1)), _year(m.group(2))
+            if not 1 <= quarter <= 4:
+                problems.append(f"{ref!r} is not a quarter: fiscal quarters run Q1 to Q4")
+            elif year < EARLIEST_FISCAL_YEAR:
+                problems.append(f"{ref!r} is before {EARLIEST_FISCAL_YEAR}: no filing or earnings call covers it")
+            elif year > latest:
+                problems.append(f"{ref!r} is more than {YEARS_AHEAD} years ahead: nothing has been reported for it")
+    return problems
 
 
 def parse_quarters_option(value: str) -> list[str]:
