@@ -222,6 +222,21 @@ class Settings(BaseSettings):
             self.llm_json_mode = "json_schema"
         return self
 
+    @model_validator(mode="after")
+    def _check_visibility_timeout(self) -> Settings:
+        """A task still running when the broker's visibility timeout ends is delivered a second time."""
+        from agent.time_limits import DRIVERS, slowest_kind, time_limits
+
+        kind = slowest_kind(self)
+        hard = time_limits(self)[kind].hard_s
+        if self.broker_visibility_timeout_s <= hard:
+            drivers = ", ".join(f"{setting_name(d)} = {getattr(self, d)}" for d in DRIVERS[kind])
+            raise ValueError(
+                f"{setting_name('broker_visibility_timeout_s')} must be longer than the longest task's hard time limit, "
+                f"got {self.broker_visibility_timeout_s} s <= {hard:g} s ({kind.value} tasks, derived from {drivers}): "
+                f"raise it above {hard:g} or lower those (agent/time_limits.py)")
+        return self
+
     @model_validator(mode="wrap")
     @classmethod
     def _name_env_vars(cls, data: Any, handler: ModelWrapValidatorHandler[Settings]) -> Settings:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.utils.time import get_exponential_backoff_interval
 
 from agent.context import Context
@@ -19,6 +20,7 @@ from agent.persistence import jobstore
 from agent.persistence.ledger import ATTEMPT_RETRIES
 from agent.redact import redact, scrub_exception
 from workers.app import context
+from workers.deadlines import soft_limit_error
 from workers.topology import Queue
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ class JobTask(Task):
         try:
             return work(ctx, job_id, iteration, call)
         except Exception as exc:
+            exc = soft_time_limit_behind(exc, self.soft_time_limit) or exc  # a retryable timeout naming the limit
             scrub_exception(exc)  # before Celery stores it (retry state, task events) or anything logs it
             error_class = classify_error(exc)
             limit = THROTTLED_RETRIES if isinstance(exc, RateLimitedError) else min(self.max_retries, ctx.settings.max_tool_retries)
@@ -58,6 +61,20 @@ class JobTask(Task):
         finally:
             BATCH_CALL.reset(batch_token)
             ATTEMPT_RETRIES.reset(token)
+
+
+def soft_time_limit_behind(exc: BaseException, soft_s: float | None) -> SoftTimeLimitExceeded | None:
+    """The soft time limit that interrupted the call, also when a library turned it into its own error (the OpenAI SDK
+    raises APIConnectionError from whatever broke off its request). Prefork's bare one becomes ours: a TimeoutError
+    whose message names the limit (workers/deadlines.py)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; a cycle must not hang the worker
+        if seen is None or isinstance(seen, SoftTimeLimitExceeded):
+            break
+        seen = seen.__cause__ or seen.__context__
+    if not isinstance(seen, SoftTimeLimitExceeded):
+        return None
+    return seen if isinstance(seen, TimeoutError) or not soft_s else soft_limit_error(soft_s)()
 
 
 def retry_countdown(exc: BaseException, retries: int, base_s: float) -> float:

@@ -16,7 +16,7 @@ from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
 from workers import signals  # noqa: F401  (metrics: task timings, worker shutdown, scrape targets)
-from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue
+from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 
 TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
 
@@ -37,7 +37,11 @@ def _config() -> dict[str, Any]:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        # longer than every hard time limit below (settings.py checks it): a slow task is never handed out twice
         broker_transport_options={"visibility_timeout": settings.broker_visibility_timeout_s},
+        # prefork enforces these itself, the threads pool through workers/deadlines.py; Flower shows them
+        task_annotations={name: {"time_limit": limit.hard_s, "soft_time_limit": limit.soft_s}
+                          for name, limit in task_time_limits(settings).items()},
         result_expires=24 * 3600,
         worker_send_task_events=True,
         task_send_sent_event=True,

@@ -1,6 +1,7 @@
 """Celery signals inside every worker process: the Prometheus metrics, the scrape targets (the topology's queues,
-the dependencies behind a circuit breaker) that `render_metrics(ctx)` reports on, and liveness (a heartbeat per
-worker, a claim per running job task; agent/infra/liveness.py says why).
+the dependencies behind a circuit breaker) that `render_metrics(ctx)` reports on, liveness (a heartbeat per
+worker, a claim per running job task; agent/infra/liveness.py says why) and, on the threads and solo pools, the
+tasks' time limits (workers/deadlines.py).
 
 Imported by workers/app.py. Connecting a handler starts nothing: the metrics directory is set up on the first
 task a worker runs (agent/infra/metrics.py).
@@ -17,6 +18,7 @@ from celery import signals
 from agent.infra import liveness, metrics
 from agent.redact import install_log_redaction
 from agent.settings import Settings
+from workers.deadlines import Deadline, DeadlineEnforcer, pool_ignores_limits
 from workers.topology import Queue
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,27 @@ def _redact_logs(**_: Any) -> None:
     install_log_redaction()
 
 
+def _expire_claim(deadline: Deadline) -> None:
+    if _job_task(deadline.task_id) and deadline.node:
+        liveness.expire(_redis(), deadline.task_id, deadline.node)
+
+
+deadlines = DeadlineEnforcer(on_hard=_expire_claim)
+_enforcing = threading.Event()  # set once this worker's pool turns out to ignore time limits
+
+
+def _time_limits(task: Any) -> tuple[float | None, float | None]:
+    """(soft, hard) as the worker applies them: the message's own, else the task's (prefork: Request.time_limits)."""
+    hard, soft = task.request.timelimit or (None, None)
+    return soft or task.soft_time_limit, hard or task.time_limit
+
+
 @signals.task_prerun.connect(dispatch_uid="finagent-metrics-prerun")
 def _task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
     if task_id and task is not None:
         metrics.task_started(task_id, task.name)
+        if _enforcing.is_set():
+            deadlines.register(task_id, task.name, *_time_limits(task), node=_incarnation(task.request.hostname or ""))
         if _job_task(task_id) and task.request.hostname:
             try:
                 liveness.claim(_redis(), task_id, _incarnation(task.request.hostname))
@@ -60,10 +79,11 @@ def _task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None
 @signals.task_postrun.connect(dispatch_uid="finagent-metrics-postrun")
 def _task_postrun(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
     if task_id and task is not None:
+        deadlines.unregister(task_id)
         metrics.task_finished(task_id, task.name, state)
-        if _job_task(task_id):
+        if _job_task(task_id) and task.request.hostname:
             try:
-                liveness.release(_redis(), task_id)
+                liveness.release(_redis(), task_id, _incarnation(task.request.hostname))
             except Exception:
                 log.warning("could not release %s", task_id, exc_info=True)
 
@@ -84,6 +104,13 @@ def _start_heartbeat(sender: Any = None, **_: Any) -> None:
             threading.Event().wait(liveness.HEARTBEAT_EVERY_S)
 
     threading.Thread(target=run, name="finagent-heartbeat", daemon=True).start()
+
+
+@signals.worker_ready.connect(dispatch_uid="finagent-time-limits")
+def _start_deadlines(sender: Any = None, **_: Any) -> None:
+    if sender is not None and pool_ignores_limits(getattr(sender, "pool", None)):
+        _enforcing.set()
+        deadlines.start()
 
 
 @signals.task_failure.connect(dispatch_uid="finagent-metrics-failure")

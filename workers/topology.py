@@ -7,16 +7,23 @@ Queues: `coordinator` (short state-machine steps), `search` (database and embedd
 embedding, so they never starve interactive work) and `celery`, Celery's default queue, where the
 public `finagent.v1.*` tasks of the service contract arrive: a client with nothing but `celery` and the
 broker URL calls `send_task("finagent.v1.submit_research", ...)` and its default routing just works.
+
+Every task has soft and hard time limits by what it waits on (`TaskSpec.limits`; agent/time_limits.py).
 """
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 from pydantic import BaseModel
 
 from agent.models.steps import TaskKind
+from agent.time_limits import LimitKind, TimeLimit, time_limits
+
+if TYPE_CHECKING:
+    from agent.settings import Settings
 
 
 class Queue(str, Enum):
@@ -30,38 +37,45 @@ class Queue(str, Enum):
 class TaskSpec(BaseModel, frozen=True):
     name: str  # the registered Celery task name
     queue: Queue
+    limits: LimitKind  # what it waits on, which sets its time limits
 
 
 # the service contract (README "Celery contract"): stable, versioned names; a v2 would sit beside them
-SUBMIT_RESEARCH = TaskSpec(name="finagent.v1.submit_research", queue=Queue.public)
-GET_JOB = TaskSpec(name="finagent.v1.get_job", queue=Queue.public)
-JOB_EVENTS = TaskSpec(name="finagent.v1.job_events", queue=Queue.public)
-CANCEL_JOB = TaskSpec(name="finagent.v1.cancel_job", queue=Queue.public)
+SUBMIT_RESEARCH = TaskSpec(name="finagent.v1.submit_research", queue=Queue.public, limits=LimitKind.public)
+GET_JOB = TaskSpec(name="finagent.v1.get_job", queue=Queue.public, limits=LimitKind.public)
+JOB_EVENTS = TaskSpec(name="finagent.v1.job_events", queue=Queue.public, limits=LimitKind.public)
+CANCEL_JOB = TaskSpec(name="finagent.v1.cancel_job", queue=Queue.public, limits=LimitKind.public)
 PUBLIC_TASKS = [SUBMIT_RESEARCH, GET_JOB, JOB_EVENTS, CANCEL_JOB]
 
 # the coordinator's own tasks and the ingestion fan-out
-ADVANCE = TaskSpec(name="tasks.coordinator.advance", queue=Queue.coordinator)
-RESUME_STALLED = TaskSpec(name="tasks.coordinator.resume_stalled", queue=Queue.coordinator)
-RECOVER_ORPHANS = TaskSpec(name="tasks.coordinator.recover_orphans", queue=Queue.coordinator)
-EMBED_BATCH = TaskSpec(name="tasks.ingest.embed_batch", queue=Queue.batch)
+ADVANCE = TaskSpec(name="tasks.coordinator.advance", queue=Queue.coordinator, limits=LimitKind.coordinator)
+RESUME_STALLED = TaskSpec(name="tasks.coordinator.resume_stalled", queue=Queue.coordinator, limits=LimitKind.beat)
+RECOVER_ORPHANS = TaskSpec(name="tasks.coordinator.recover_orphans", queue=Queue.coordinator, limits=LimitKind.beat)
+EMBED_BATCH = TaskSpec(name="tasks.ingest.embed_batch", queue=Queue.batch, limits=LimitKind.embed)
 
 # one Celery task per kind of call the state machine fans out
 CALL_TASKS: dict[TaskKind, TaskSpec] = {
-    "plan": TaskSpec(name="tasks.llm.plan", queue=Queue.llm),
-    "extract": TaskSpec(name="tasks.llm.extract", queue=Queue.llm),
-    "compose": TaskSpec(name="tasks.llm.compose", queue=Queue.llm),
-    "evaluate": TaskSpec(name="tasks.llm.evaluate", queue=Queue.llm),
-    "news": TaskSpec(name="tasks.news.news_search", queue=Queue.llm),
-    "search": TaskSpec(name="tasks.search.search_quarter", queue=Queue.search),
-    "tenk_plan": TaskSpec(name="tasks.tenk.plan", queue=Queue.llm),
-    "tenk_retrieve": TaskSpec(name="tasks.tenk.retrieve", queue=Queue.search),
-    "tenk_answer": TaskSpec(name="tasks.tenk.answer", queue=Queue.llm),
-    "tenk_evaluate": TaskSpec(name="tasks.tenk.evaluate", queue=Queue.llm),
+    "plan": TaskSpec(name="tasks.llm.plan", queue=Queue.llm, limits=LimitKind.llm),
+    "extract": TaskSpec(name="tasks.llm.extract", queue=Queue.llm, limits=LimitKind.llm),
+    "compose": TaskSpec(name="tasks.llm.compose", queue=Queue.llm, limits=LimitKind.llm),
+    "evaluate": TaskSpec(name="tasks.llm.evaluate", queue=Queue.llm, limits=LimitKind.llm),
+    "news": TaskSpec(name="tasks.news.news_search", queue=Queue.llm, limits=LimitKind.news),
+    "search": TaskSpec(name="tasks.search.search_quarter", queue=Queue.search, limits=LimitKind.search),
+    "tenk_plan": TaskSpec(name="tasks.tenk.plan", queue=Queue.llm, limits=LimitKind.llm),
+    "tenk_retrieve": TaskSpec(name="tasks.tenk.retrieve", queue=Queue.search, limits=LimitKind.retrieve),
+    "tenk_answer": TaskSpec(name="tasks.tenk.answer", queue=Queue.llm, limits=LimitKind.llm),
+    "tenk_evaluate": TaskSpec(name="tasks.tenk.evaluate", queue=Queue.llm, limits=LimitKind.llm),
 }
 
 ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, RECOVER_ORPHANS, EMBED_BATCH, *CALL_TASKS.values()]
 TASK_ROUTES = {t.name: {"queue": t.queue.value} for t in ALL_TASKS}
 TASK_QUEUES = [KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in Queue]
+
+
+def task_time_limits(settings: Settings) -> dict[str, TimeLimit]:
+    """Every task's soft and hard time limits under these settings, by task name."""
+    limits = time_limits(settings)
+    return {t.name: limits[t.limits] for t in ALL_TASKS}
 
 
 def queue_for(spec: TaskSpec, batch: bool) -> str:

@@ -7,6 +7,13 @@ background thread, and every task claims its id under its worker's name while it
 heartbeat has expired is an orphan: its worker died mid-task. The beat's `recover_orphans` (every
 `WATCHDOG_PERIOD_S`) re-sends such a job's step under the same task ids, so a job moves again within about
 TTL + period of the kill, however long its steps take, and a slow but alive task is never mistaken for a dead one.
+
+A task stuck past its hard time limit on a threads-pool worker (workers/deadlines.py) cannot be killed: its claim
+is moved to `expired_name(node)`, a name no worker beats under, so the watchdog treats it as orphaned and re-sends
+its step elsewhere. A claim is released only by the node that holds it (compare-and-delete), so a stuck task that
+ends after its step was re-sent to another worker leaves that worker's claim alone. The edge that remains: when the
+re-sent task lands on the same node, the late release drops its claim, and if that node then dies mid-task the job
+waits for `resume_stalled` instead of the watchdog.
 """
 from __future__ import annotations
 
@@ -15,6 +22,19 @@ HEARTBEAT_EVERY_S = 5.0
 WATCHDOG_PERIOD_S = 10.0
 BODY_GRACE_S = 20.0  # a fan-out done this long with its job unmoved has lost its chord body
 CLAIMS = "finagent:claims"  # hash: task id -> worker node name
+EXPIRED_SUFFIX = "#expired"
+
+# ARGV: task id, the releasing node, that node's expired name
+_RELEASE = """
+local owner = redis.call('HGET', KEYS[1], ARGV[1])
+if owner == ARGV[2] or owner == ARGV[3] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+# ARGV: task id, the node that should hold it, the name to move it to
+_EXPIRE = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) return 1 end
+return 0
+"""
 
 
 def heartbeat_key(node: str) -> str:
@@ -29,12 +49,22 @@ def claim(redis, task_id: str, node: str) -> None:
     redis.hset(CLAIMS, task_id, node)
 
 
-def release(redis, task_id: str) -> None:
-    redis.hdel(CLAIMS, task_id)
+def expired_name(node: str) -> str:
+    return node + EXPIRED_SUFFIX
+
+
+def release(redis, task_id: str, node: str) -> bool:
+    """Drop the claim if `node` holds it (or held it until it expired); another node's claim stays."""
+    return bool(redis.eval(_RELEASE, 1, CLAIMS, task_id, node, expired_name(node)))
+
+
+def expire(redis, task_id: str, node: str) -> bool:
+    """The task passed its hard time limit on `node`: from now on the watchdog sees it as orphaned."""
+    return bool(redis.eval(_EXPIRE, 1, CLAIMS, task_id, node, expired_name(node)))
 
 
 def orphans(redis) -> dict[str, str]:
-    """Claimed task ids whose worker no longer beats: task id -> the dead worker's node."""
+    """Claimed task ids whose worker no longer beats (or whose claim expired): task id -> the claim's node name."""
     claims = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
               for k, v in redis.hgetall(CLAIMS).items()}
     nodes = sorted(set(claims.values()))

@@ -18,7 +18,7 @@ def test_a_claim_is_orphaned_only_once_its_workers_heartbeat_expires():
     worker.delete(liveness.heartbeat_key("llm@a"))  # what the TTL does to a killed worker's key
     assert liveness.orphans(watchdog) == {f"{job}:1:extract:ACME:2025_q1": "llm@a"}
     assert liveness.job_of(f"{job}:1:extract:ACME:2025_q1") == job
-    liveness.release(worker, f"{job}:1:search:0")
+    liveness.release(worker, f"{job}:1:search:0", "search@b")
     liveness.forget(watchdog, [f"{job}:1:extract:ACME:2025_q1"])
     assert liveness.orphans(watchdog) == {} and watchdog.hlen(liveness.CLAIMS) == 0
 
