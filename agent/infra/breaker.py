@@ -40,11 +40,17 @@ T = TypeVar("T")
 
 # Failures that say the dependency itself is unhealthy; parameter and data errors are the caller's problem.
 COUNTED_ERROR_CLASSES = frozenset({"network", "rate_limit", "system", "authentication", "unknown"})
+# For a dependency on the jobs' critical path (the LLM endpoint) a rejected key is not counted either: it is the
+# operator's configuration, not the endpoint's health. Counted, it would open the breaker, and every later job would
+# retry CircuitOpenError (a retryable "system" error) for minutes before failing with "temporarily switched off",
+# hiding the real cause, and would go on waiting out the reset period after the key is fixed. Uncounted, each call
+# fails at once with the server's own 401/403 message and the job fails with error class "authentication".
+HEALTH_ERROR_CLASSES = frozenset({"network", "rate_limit", "system", "unknown"})
 
 
-def counts_as_failure(exc: BaseException) -> bool:
+def counts_as_failure(exc: BaseException, counted: frozenset[str] = COUNTED_ERROR_CLASSES) -> bool:
     # another breaker's rejection says nothing about this dependency (nested guards)
-    return not isinstance(exc, CircuitOpenError) and classify_error(exc) in COUNTED_ERROR_CLASSES
+    return not isinstance(exc, CircuitOpenError) and classify_error(exc) in counted
 
 
 class CircuitOpenError(Exception):
@@ -60,7 +66,8 @@ class CircuitOpenError(Exception):
 
 class CircuitBreaker:
     def __init__(self, redis: redis_lib.Redis, name: str, threshold: int = 3, reset_s: float = 300,
-                 trial_lease_s: float | None = None, clock: Callable[[], float] = time.time):
+                 trial_lease_s: float | None = None, clock: Callable[[], float] = time.time,
+                 counted: frozenset[str] = COUNTED_ERROR_CLASSES):
         if threshold < 1:
             raise ValueError("threshold must be >= 1")
         if reset_s <= 0:
@@ -74,6 +81,7 @@ class CircuitBreaker:
         if self.trial_lease_s <= 0:
             raise ValueError("trial_lease_s must be > 0")
         self.clock = clock
+        self.counted = counted  # the error classes (agent/infra/errors.py) that count as the dependency failing
         prefix = f"finagent:breaker:{name}"
         self.k_failures = f"{prefix}:failures"
         self.k_opened = f"{prefix}:opened_at"
@@ -208,13 +216,13 @@ class CircuitBreaker:
     @contextmanager
     def guard(self) -> Iterator[None]:
         """Raise CircuitOpenError if the breaker rejects the call; otherwise run the block and record its outcome.
-        Only failures of COUNTED_ERROR_CLASSES count; every exception is re-raised."""
+        Only failures of the breaker's `counted` error classes count; every exception is re-raised."""
         if not self.allow():
             raise CircuitOpenError(self.name, self.retry_after_s())
         try:
             yield
         except Exception as exc:
-            if counts_as_failure(exc):
+            if counts_as_failure(exc, self.counted):
                 self.record_failure()
             else:
                 self.release_trial()

@@ -18,6 +18,7 @@ speaking enough of the OpenAI API for finagent's `openai` provider and the real 
         srv.reject_forms = {"json_schema"}        # answer that structured-output form with an error, like a server
                                                   # that does not support it (srv.reject_status, default 500)
         srv.owned_by = "me"                       # what GET /v1/models reports as owned_by (llama-cpp-python: "me")
+        srv.require_key = "sk-right"              # any other bearer key gets 401 (OpenAI's "Incorrect API key provided")
 
 Faults (ALL_FAULTS):
 - timeout: hold the request for `hold_s` (default 5 s; set a shorter FINAGENT_LLM_TIMEOUT_S in the client), then answer
@@ -82,7 +83,7 @@ class CallRecord:
     response_format: dict[str, Any] | None
     extra: dict[str, Any]  # every other body field (max_tokens, format, ...)
     form: str  # one of FORMS
-    fault: str  # "ok", one of ALL_FAULTS, or "rejected" (the form was in reject_forms)
+    fault: str  # "ok", one of ALL_FAULTS, "rejected" (the form was in reject_forms) or "unauthorized" (require_key)
     status: int  # HTTP status sent; 0 when the connection was reset
     retry_count: int  # the SDK's x-stainless-retry-count header: 0 on a first attempt
     content: str = ""  # the assistant content sent (200 only)
@@ -131,6 +132,7 @@ class FaultLLMServer:
         self.responder: Callable[[dict], str] = lexical_model.respond
         self.reject_forms: set[str] = set()
         self.reject_status = 500
+        self.require_key: str | None = None
         self.calls: list[CallRecord] = []
         self.url = ""
         self._rng = random.Random(seed)
@@ -210,6 +212,9 @@ class FaultLLMServer:
         base = dict(path=handler.path, role=role, repair=lexical_model.is_repair(body), model=str(body.get("model", "")),
                     messages=body.get("messages") or [], response_format=body.get("response_format"), extra=extra, form=form,
                     retry_count=int(handler.headers.get("x-stainless-retry-count") or 0))
+        if self.require_key is not None and handler.headers.get("Authorization") != f"Bearer {self.require_key}":
+            self._record(**base, fault="unauthorized", status=401)
+            return handler.send_json(401, _error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
         if form in self.reject_forms:
             self._record(**base, fault="rejected", status=self.reject_status)
             return handler.send_json(self.reject_status, _error(REJECTION_MESSAGES[form], "invalid_request_error"))
@@ -250,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
     owner: FaultLLMServer
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
+        if self.path.rstrip("/") == "/v1/models":
             self.owner._record(path=self.path, role="models", repair=False, model="", messages=[], response_format=None, extra={},
                                form="text", fault="ok", status=200, retry_count=0)
             return self.send_json(200, {"object": "list", "data": [
@@ -259,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if self.path.rstrip("/") != "/v1/chat/completions":
             return self.send_json(404, _error(f"Unknown path {self.path}", "invalid_request_error"))
         try:
             body = json.loads(raw or b"{}")

@@ -14,7 +14,7 @@ from typing import Any
 ROLE_BY_SCHEMA = {"PlanOutput": "plan", "ExtractOutput": "extract", "EvaluationScores": "evaluate",
                   "TenKPlanOutput": "plan_10k", "SelectTablesOutput": "select_tables", "TenKEvaluation": "evaluate_10k"}
 
-_PASSAGE = re.compile(r"<<<(EVIDENCE|UNTRUSTED_NEWS)\s+([^\n]*?)>>>\n(.*?)\n<<<END_\1>>>", re.S)
+_PASSAGE = re.compile(r"<<<(EVIDENCE|UNTRUSTED_NEWS)(?:[ \t]+([^\n]*?))?>>>\n(.*?)\n<<<END_\1>>>", re.S)
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _MARKER_END = re.compile(r"\s(\[[A-Za-z0-9]+\])\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[$])")
@@ -81,8 +81,16 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def _field(user: str, label: str) -> str:
+    """The value after `label:` up to the next blank line; a JSON string literal is decoded."""
     m = re.search(rf"^{re.escape(label)}:[ \t]*(.*?)(?:\n\n|\Z)", user, re.S | re.M)
-    return m.group(1).strip() if m else ""
+    value = m.group(1).strip() if m else ""
+    if value.startswith('"'):
+        try:
+            decoded, _ = json.JSONDecoder().raw_decode(value)
+            return str(decoded)
+        except ValueError:
+            pass
+    return value
 
 
 def passages(user: str) -> list[tuple[dict[str, str], str]]:
@@ -142,11 +150,18 @@ def _mentioned_tickers(user: str, question: str) -> list[str]:
     found: list[str] = []
     for m in re.finditer(r"^- ([A-Za-z0-9.\-]+): (.+?)(?: \(also: (.+)\))?$", block, re.M):
         ticker, name, aliases = m.group(1), m.group(2).strip(), m.group(3) or ""
-        names = [name, _CORPORATE_SUFFIX.sub("", name), *(a.strip() for a in aliases.split(",") if a.strip())]
+        names = [name, _short_name(name), *(a.strip() for a in aliases.split(",") if a.strip())]
         by_name = any(re.search(rf"(?<![A-Za-z]){re.escape(n)}(?![A-Za-z])", question, re.I) for n in names if len(n) > 2)
         if by_name or re.search(rf"(?<![A-Za-z$]){re.escape(ticker)}(?![A-Za-z])", question.replace("$", "")):
             found.append(ticker.upper())
     return found
+
+
+def _short_name(name: str) -> str:
+    """The name without its corporate suffixes ("Holdings Inc." and the like)."""
+    while (shorter := _CORPORATE_SUFFIX.sub("", name)) != name:
+        name = shorter
+    return name
 
 
 def extract(body: dict[str, Any]) -> dict[str, Any]:

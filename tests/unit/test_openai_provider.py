@@ -1,4 +1,5 @@
-"""OpenAIProvider against recorded chat.completion bodies (tests/fixtures/openai), mocked with respx: no network.
+"""OpenAIProvider, first against recorded chat.completion bodies (tests/fixtures/openai) mocked with respx, then
+against the fault-injecting server (tests/support/fault_llm.py) over real local HTTP with the real SDK: no network.
 
 openai>=3 sends through httpx2, which respx (built for httpx/httpcore) does not patch; the small `httpx2`
 mocker below routes httpx2 requests through respx's router, so unmatched requests fail instead of going out.
@@ -67,7 +68,7 @@ def prompt_text(call) -> str:
 
 def make_settings(**overrides) -> Settings:
     values = dict(llm_provider="openai", llm_base_url=BASE, llm_api_key="sk-test", max_tool_retries=0, llm_timeout_s=5,
-                  llm_models=LLMRoles(planner="planner-model", generator="generator-model", evaluator="evaluator-model"))
+                  llm_json_mode="json_object", llm_models=LLMRoles(planner="planner-model", generator="generator-model", evaluator="evaluator-model"))
     return Settings(_env_file=None, **(values | overrides))
 
 
@@ -118,7 +119,7 @@ def test_plan_parses_with_planner_model_and_budget_note(router, provider):
     assert sent["response_format"] == {"type": "json_object"}
     text = prompt_text(route.calls.last)
     assert BUDGET in text and "MSFT: Microsoft Corporation" in text
-    assert "Feedback from the user on a previous answer: Please include Azure growth rates.; adjust the plan." in text
+    assert "Feedback from the user on a previous answer: " in text and "Please include Azure growth rates." in text
     assert route.calls.last.request.headers["authorization"] == "Bearer sk-test"
     assert provider.name == "openai" and provider.models.planner == "planner-model"
 
@@ -235,7 +236,9 @@ def test_ollama_base_url_and_no_key_leak(router):
 
 def test_json_schema_response_format_when_enabled(router):
     route = router.post(URL).mock(return_value=ok("plan_ok.json"))
-    OpenAIProvider(make_settings(), use_json_schema=True).plan(plan_req())
+    legacy = Settings(_env_file=None, llm_provider="openai", llm_base_url=BASE, llm_api_key="sk-test", max_tool_retries=0,
+                      llm_json_schema=True)  # the old boolean still asks for the OpenAI form, with no /models probe
+    OpenAIProvider(legacy).plan(plan_req())
     fmt = body(route.calls.last)["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "PlanOutput"
     assert fmt["json_schema"]["schema"]["properties"]["answer_mode"]["enum"] == ["direct", "standard", "detailed"]
@@ -299,3 +302,168 @@ def test_token_counts_use_the_models_encoding():
 
     assert count_tokens("gpt-4o-mini", "Revenue grew twelve percent.") == 5
     assert count_tokens("some-local-model", "") == 0
+
+
+# ---------- against the fault-injecting server: real HTTP, the real SDK, its own retries ----------
+@pytest.fixture
+def fault_server():
+    from agent.providers.llm.json_modes import JsonForms
+    from tests.support.fault_llm import FaultLLMServer
+
+    JsonForms.forget()
+    with FaultLLMServer(seed=5, hold_s=3.0) as srv:
+        yield srv
+    JsonForms.forget()
+
+
+def fault_provider(srv, **overrides) -> OpenAIProvider:
+    values = dict(llm_base_url=srv.url, max_tool_retries=2, llm_timeout_s=1.0, llm_json_mode="json_object_schema") | overrides
+    return OpenAIProvider(make_settings(**values))
+
+
+@pytest.mark.parametrize("fault", ["timeout", "rate_limit", "server_500", "server_503", "reset"])
+def test_transport_faults_are_retried_by_the_sdk(fault_server, fault):
+    fault_server.set_faults(script=[fault, fault])
+    plan, _ = fault_provider(fault_server).plan(plan_req())
+    assert plan.tickers == ["MSFT"]
+    calls = fault_server.chat_calls()
+    assert [(c.fault, c.retry_count) for c in calls] == [(fault, 0), (fault, 1), ("ok", 2)]
+    assert not any(c.repair for c in calls)
+
+
+def test_the_sdk_waits_for_retry_after(fault_server):
+    fault_server.retry_after_s = 1.5
+    fault_server.set_faults(script=["rate_limit"])
+    fault_provider(fault_server).plan(plan_req())
+    first, second = fault_server.chat_calls()
+    assert second.at - first.at >= 1.4  # a lower bound only: the SDK must not come back before the server said
+
+
+@pytest.mark.parametrize("fault,error,error_class", [("server_503", openai.InternalServerError, "system"),
+                                                     ("reset", openai.APIConnectionError, "network"),
+                                                     ("timeout", openai.APITimeoutError, "network"),
+                                                     ("rate_limit", openai.RateLimitError, "rate_limit")])
+def test_a_spent_retry_budget_raises_a_retryable_error(fault_server, fault, error, error_class):
+    from tasks.base import RETRYABLE
+
+    fault_server.set_faults(script=[fault] * 3)
+    with pytest.raises(error) as info:
+        fault_provider(fault_server).plan(plan_req())
+    assert len(fault_server.chat_calls()) == 3 and classify_error(info.value) == error_class in RETRYABLE
+
+
+@pytest.mark.parametrize("fault", ["malformed_json", "truncated_json", "off_schema"])
+def test_bad_json_goes_through_exactly_one_repair(fault_server, fault):
+    fault_server.set_faults(script=[fault])
+    plan, usage = fault_provider(fault_server).plan(plan_req())
+    assert plan.tickers == ["MSFT"]
+    first, repair = fault_server.chat_calls()
+    assert (first.fault, first.repair, repair.fault, repair.repair) == (fault, False, "ok", True)
+    assert repair.messages[-2] == {"role": "assistant", "content": first.content}
+    assert "Validation errors" in repair.messages[-1]["content"] and usage.completion > 0
+
+
+@pytest.mark.parametrize("fault,reason", [("malformed_json", "Invalid JSON"), ("truncated_json", "EOF while parsing"),
+                                          ("off_schema", "reasoning: Field required")])
+def test_bad_json_twice_is_a_readable_structured_output_error(fault_server, fault, reason):
+    from tasks.base import RETRYABLE
+
+    fault_server.set_faults(script=[fault, fault])
+    with pytest.raises(StructuredOutputError) as info:
+        fault_provider(fault_server).plan(plan_req())
+    assert len(fault_server.chat_calls()) == 2
+    message = str(info.value)
+    assert message.startswith("LLM role 'plan' returned output that does not match its schema after one repair attempt")
+    assert reason in message and "the corrected reply was" in message
+    assert classify_error(info.value) == "data" not in RETRYABLE
+
+
+def test_callers_errors_are_not_retried_and_leave_the_breaker_closed(fault_server):
+    """400 (a form the server refuses, with no fallback left), 401 (a wrong key) and 404 (a wrong path): one request
+    each, a non-retryable class, and the shared breaker stays closed; the endpoint still serves good requests."""
+    import fakeredis
+
+    from tasks.base import RETRYABLE
+
+    redis = fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    settings = dict(llm_base_url=fault_server.url, max_tool_retries=2, llm_json_mode="json_object", circuit_breaker_threshold=2)
+    llm = make_llm(make_settings(**settings), redis)
+    fault_server.reject_forms, fault_server.reject_status = {"json_object"}, 400
+    cases = [(llm, openai.BadRequestError, "parameter")]
+    cases.append((make_llm(make_settings(**settings | {"llm_base_url": fault_server.url + "/missing"}), redis),
+                  openai.NotFoundError, "data"))
+    for provider, error, error_class in cases * 2:
+        with pytest.raises(error) as info:
+            provider.plan(plan_req())
+        assert classify_error(info.value) == error_class and error_class not in RETRYABLE
+    fault_server.reject_forms, fault_server.require_key = set(), "sk-right"
+    for _ in range(3):
+        with pytest.raises(openai.AuthenticationError) as auth:
+            llm.plan(plan_req())
+        assert classify_error(auth.value) == "authentication" not in RETRYABLE
+    assert [c.status for c in fault_server.chat_calls()] == [400, 400] + [401] * 3  # the 404s never reached the route
+    assert llm.breaker.state() == "closed" and llm.breaker.failures() == 0
+    fault_server.require_key = "sk-test"
+    assert llm.plan(plan_req())[0].tickers == ["MSFT"]
+
+
+def test_the_breaker_opens_on_server_failures_after_the_sdks_retries(fault_server):
+    import fakeredis
+
+    from agent.infra.breaker import CircuitOpenError
+
+    redis = fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    llm = make_llm(make_settings(llm_base_url=fault_server.url, max_tool_retries=1, llm_json_mode="json_object"), redis)
+    fault_server.set_faults(script=["server_503", "reset"] * 3)
+    for _ in range(3):
+        with pytest.raises((openai.InternalServerError, openai.APIConnectionError)):
+            llm.plan(plan_req())
+    assert llm.breaker.state() == "open" and len(fault_server.chat_calls()) == 6
+    with pytest.raises(CircuitOpenError):
+        llm.plan(plan_req())
+    assert len(fault_server.chat_calls()) == 6  # refused without a request
+
+
+def test_the_tasks_retry_waits_for_retry_after(fault_server):
+    """When the SDK gives up on a 429, the Celery retry's countdown is at least the server's Retry-After (capped)."""
+    from agent.infra.errors import MAX_RETRY_AFTER_S
+    from tasks.base import retry_countdown
+
+    provider = fault_provider(fault_server, max_tool_retries=0)
+    for asked, floor, ceiling in ((30, 30, 32), (86400, MAX_RETRY_AFTER_S, MAX_RETRY_AFTER_S + 1)):
+        fault_server.retry_after_s = asked
+        fault_server.set_faults(script=["rate_limit"])
+        with pytest.raises(openai.RateLimitError) as info:
+            provider.plan(plan_req())
+        waits = [retry_countdown(info.value, 0, base_s=0.01) for _ in range(20)]
+        assert all(floor < w <= ceiling for w in waits)
+    fault_server.set_faults(script=["server_500"])
+    with pytest.raises(openai.InternalServerError) as plain:
+        provider.plan(plan_req())
+    assert retry_countdown(plain.value, 0, base_s=0.01) < 1  # no Retry-After: the ordinary backoff
+
+
+def test_retry_after_forms():
+    import datetime as dt
+    from email.utils import format_datetime
+    from types import SimpleNamespace
+
+    from agent.infra.errors import retry_after_s
+
+    def exc(**headers):
+        return SimpleNamespace(response=SimpleNamespace(headers=headers))
+
+    later = format_datetime(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=40), usegmt=True)
+    assert retry_after_s(exc(**{"retry-after": "7"})) == 7 and retry_after_s(exc(**{"retry-after-ms": "2500"})) == 2.5
+    assert 30 < (retry_after_s(exc(**{"retry-after": later})) or 0) <= 40
+    assert retry_after_s(exc(**{"retry-after": "soon"})) is None and retry_after_s(exc()) is None
+    assert retry_after_s(ValueError("no response")) is None and retry_after_s(exc(**{"retry-after": "-3"})) == 0
+
+
+def test_transport_exceptions_are_network_errors():
+    for error in (httpx.ReadError("reset"), httpx.RemoteProtocolError("peer closed"), httpx.ConnectTimeout("slow"),
+                  ConnectionResetError(104, "reset"), TimeoutError()):
+        assert classify_error(error) == "network", error
+    server_error = openai.InternalServerError("boom: check your api key", response=httpx2.Response(
+        500, request=httpx2.Request("POST", URL)), body=None)
+    assert classify_error(server_error) == "system"  # the status wins over words in the message

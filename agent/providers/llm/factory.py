@@ -54,7 +54,9 @@ class DelayedProvider(RoleProxy):
 
 class GuardedProvider(RoleProxy):
     """Every role call goes through the LLM endpoint's circuit breaker, shared by all workers through Redis:
-    after `threshold` consecutive failures no worker calls it until the reset period has passed."""
+    after `threshold` consecutive failures no worker calls it until the reset period has passed. A role call fails
+    only after the SDK's own retries, and only the endpoint's health counts (network, rate_limit, system): a
+    caller's 400/404/422, a rejected key (401/403) and a reply that broke its schema leave the breaker alone."""
 
     def __init__(self, inner, breaker):
         super().__init__(inner)
@@ -115,14 +117,15 @@ def llm_breaker_name(settings: Settings) -> str:
 
 def make_llm(settings: Settings, redis=None):
     if settings.llm_provider == "openai":
-        from agent.infra.breaker import CircuitBreaker
+        from agent.infra.breaker import HEALTH_ERROR_CLASSES, CircuitBreaker
         from agent.providers.llm.openai_provider import OpenAIProvider
 
-        provider: LLMProvider = OpenAIProvider(settings, use_json_schema=settings.llm_json_schema)
+        provider: LLMProvider = OpenAIProvider(settings)
         if redis is not None:
             provider = GuardedProvider(provider, CircuitBreaker(redis, llm_breaker_name(settings),
                                                                 threshold=settings.circuit_breaker_threshold,
-                                                                reset_s=settings.circuit_breaker_reset_s))
+                                                                reset_s=settings.circuit_breaker_reset_s,
+                                                                counted=HEALTH_ERROR_CLASSES))
     elif settings.llm_provider == "scripted":
         from agent.providers.llm.scripted import ScriptedProvider
 

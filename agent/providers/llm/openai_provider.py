@@ -2,9 +2,13 @@
 
 One model per role (settings.llm_models): planner -> plan, plan_10k and select_tables; generator -> extract, compose
 and answer_10k; evaluator -> evaluate and evaluate_10k.
-plan, extract, evaluate and the structured 10-K roles ask for JSON and validate it against a pydantic model, with one
-repair retry (structured.py); compose (capped by max_tokens) and answer_10k return plain markdown. Transient HTTP
-errors are retried by the SDK (max_retries = settings.max_tool_retries); other API errors propagate for the ledger.
+plan, extract, evaluate and the structured 10-K roles ask for JSON in the endpoint's structured-output form
+(settings.llm_json_mode, json_modes.py) and validate it against a pydantic model, with one repair retry (structured.py);
+compose (capped by max_tokens) and answer_10k return plain markdown.
+
+Transient HTTP errors (timeouts, resets, 408/409/429/5xx) are retried by the SDK, max_retries = settings.max_tool_retries,
+with exponential backoff and jitter that honours a Retry-After up to 60 s; when the SDK gives up, the task's own retry
+(tasks/base.py) waits at least the server's Retry-After. A caller's error (400, 401, 403, 404, 422) is never retried.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from agent.models.tenk import (
 )
 from agent.providers.llm import prompts
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.providers.llm.json_modes import JsonForms, JsonMode
 from agent.providers.llm.structured import StructuredOutputError, T, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
 
@@ -45,9 +50,9 @@ def api_key_for(settings: Settings) -> str | None:
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, settings: Settings, *, use_json_schema: bool = False, client: OpenAI | None = None):
+    def __init__(self, settings: Settings, *, json_mode: JsonMode | None = None, client: OpenAI | None = None):
         self.models = settings.llm_models.model_copy()
-        self.use_json_schema = use_json_schema
+        self.json_forms = JsonForms(json_mode or settings.llm_json_mode, settings.llm_base_url)
         # the response cache keys on the endpoint and the models: another model must not answer from it
         self.cache_namespace = f"openai:{settings.llm_base_url or 'api.openai.com'}:{self.models.model_dump_json()}"
         self.client = client or OpenAI(
@@ -58,8 +63,7 @@ class OpenAIProvider:
         )
 
     def _json(self, role: str, model: str, messages: prompts.Messages, schema: type[T]) -> tuple[T, Usage]:
-        return complete_json(self.client, role=role, model=model, messages=messages, schema=schema,
-                             use_json_schema=self.use_json_schema)
+        return complete_json(self.client, role=role, model=model, messages=messages, schema=schema, forms=self.json_forms)
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:

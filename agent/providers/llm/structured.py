@@ -1,8 +1,10 @@
 """Schema-validated JSON from an OpenAI-compatible chat model, with one model-level repair retry.
 
-Transient HTTP failures (connection errors, 429, 5xx) are retried by the SDK itself (`max_retries`);
-this module only corrects a reply that is not valid JSON for the schema: it sends the validation
-error back once and asks for corrected JSON, then gives up with StructuredOutputError.
+Transient HTTP failures (timeouts, connection resets, 429, 5xx) are retried by the SDK itself (`max_retries`,
+honouring Retry-After); this module asks for the schema in the endpoint's structured-output form (json_modes.py),
+re-sends once in plain json_object form when the server rejects that form, and corrects a reply that is not valid
+JSON for the schema (prose, JSON cut short, a missing field or a wrong type): it sends the validation errors back
+once and asks for corrected JSON, then gives up with StructuredOutputError.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from agent.models.research import Usage
+from agent.providers.llm.json_modes import JsonForms, request_kwargs
 from agent.providers.llm.tokens import count_messages, count_tokens
 
 T = TypeVar("T", bound=BaseModel)
@@ -31,14 +34,6 @@ class StructuredOutputError(ValueError):
 
 def schema_text(schema: type[BaseModel]) -> str:
     return json.dumps(schema.model_json_schema(), separators=(",", ":"))
-
-
-def response_format(schema: type[BaseModel], use_json_schema: bool) -> dict[str, Any]:
-    """json_object works on every OpenAI-compatible server; json_schema where the server supports it."""
-    if not use_json_schema:
-        return {"type": "json_object"}
-    return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
 
 
 def add_usage(total: Usage, resp: Any, messages: Any = None) -> Usage:
@@ -68,19 +63,33 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _excerpt(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...") if flat else "an empty reply"
+
+
 def repair_message(error: str) -> str:
     return ("Your previous reply was not valid for the required JSON schema. Validation errors: "
             f"{error}. Reply again with only the corrected JSON object, no prose and no code fences.")
 
 
 def complete_json(client: Any, *, role: str, model: str, messages: list[ChatCompletionMessageParam], schema: type[T],
-                  use_json_schema: bool = False, **create_kwargs: Any) -> tuple[T, Usage]:
-    """One chat completion parsed into `schema`; one repair retry on invalid JSON; usage summed over both."""
+                  forms: JsonForms | None = None, **create_kwargs: Any) -> tuple[T, Usage]:
+    """One chat completion parsed into `schema`; one repair retry on invalid JSON; usage summed over both.
+    `forms` picks the structured-output form for the endpoint (plain json_object without it)."""
     usage = Usage(model=model)
-    fmt = response_format(schema, use_json_schema)
+
+    def send(convo: list[ChatCompletionMessageParam]) -> Any:
+        form = forms.current(client) if forms else "json_object"
+        try:
+            return client.chat.completions.create(model=model, messages=convo, **request_kwargs(form, schema), **create_kwargs)
+        except Exception as exc:
+            if forms is None or not forms.fall_back(form, exc):
+                raise
+        return client.chat.completions.create(model=model, messages=convo, **request_kwargs("json_object", schema), **create_kwargs)
 
     def attempt(convo: list[ChatCompletionMessageParam]) -> tuple[T | None, str, str]:
-        resp = client.chat.completions.create(model=model, messages=convo, response_format=fmt, **create_kwargs)
+        resp = send(convo)
         add_usage(usage, resp, convo)
         text = reply_text(resp)
         try:
@@ -94,7 +103,7 @@ def complete_json(client: Any, *, role: str, model: str, messages: list[ChatComp
     repair: list[ChatCompletionMessageParam] = [
         *messages, {"role": "assistant", "content": text or "(empty reply)"}, {"role": "user", "content": repair_message(error)},
     ]
-    result, _, error = attempt(repair)
+    result, text, error = attempt(repair)
     if result is None:
-        raise StructuredOutputError(role, error)
+        raise StructuredOutputError(role, f"{error} (the corrected reply was {_excerpt(text)})")
     return result, usage
