@@ -169,6 +169,12 @@ class Settings(BaseSettings):
     api_max_batch_bytes: int = Field(4 * 1024 * 1024, ge=1024)  # a batch upload
     api_max_batch_lines: int = Field(5000, ge=1)
 
+    # ingestion caps: a file over one fails with the reason and the run goes on with the others
+    ingest_max_file_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # real 10-K HTML is 1-20 MB, a transcript ~100 KB
+    ingest_max_chunks: int = Field(20_000, ge=1)  # per document; a 10-K makes about 500-1500
+    ingest_max_html_depth: int = Field(200, ge=16, le=255)  # element nesting; filings nest about 15 deep, libxml2 stops at 256
+    ingest_max_pdf_pages: int = Field(2000, ge=1)
+
     # operators: Flower (`finagent flower`) and Prometheus
     flower_port: int = 5555
     flower_basic_auth: SecretStr | None = None  # "user:password[,user2:password2]"
