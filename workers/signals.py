@@ -110,7 +110,7 @@ def _start_heartbeat(sender: Any = None, **_: Any) -> None:
 @signals.worker_ready.connect(dispatch_uid="finagent-time-limits")
 def _start_deadlines(sender: Any = None, **_: Any) -> None:
     if sender is not None and pool_ignores_limits(getattr(sender, "pool", None)):
-        return  # PROOF-RUN
+        _enforcing.set()
         deadlines.start()
 
 
