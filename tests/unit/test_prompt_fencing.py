@@ -193,7 +193,7 @@ def test_clean_data_leaves_no_way_to_close_a_fence(closer):
     "Net revenue was $4.2 billion, up 12% (<1% from currency); gross margin stayed >40%.",
     "Inventory turnover = cost of sales / average inventory = 3.1x; Q3 < Q4 < Q1.",
     "La marge \u00ab brute \u00bb a progress\u00e9 de 2,5 %.",
-    "Segment A: 1,234\nSegment B: 5,678\tTotal: 6,912",
+    "Segment A: 2,471\nSegment B: 8,316\tTotal: 10,787",
     "The end of evidence gathering came in the fourth quarter.",
 ])
 def test_clean_data_keeps_ordinary_text(text):

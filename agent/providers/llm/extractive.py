@@ -12,6 +12,7 @@ import re
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
+from agent.providers.llm.injection import is_instruction
 from agent.providers.llm.lexicon import (
     FINANCE_TERMS,
     concept_groups,
@@ -37,7 +38,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
 
     @property
     def cache_namespace(self) -> str:
-        return "extractive:1"  # bump when the rules change, so answers cached under the old rules are not reused
+        return "extractive:2"  # bump when the rules change, so answers cached under the old rules are not reused
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
@@ -104,8 +105,8 @@ class ExtractiveProvider(ExtractiveTenKRoles):
             previous = ""
             for sent in sentences(ev.text):
                 segment, previous = _segment_lead(previous), sent
-                if sent.endswith("?") or _BOILERPLATE.search(sent):
-                    continue
+                if sent.endswith("?") or _BOILERPLATE.search(sent) or is_instruction(sent):
+                    continue  # questions, boilerplate, and text that speaks to the system instead of about the company
                 sw = _words(sent)
                 overlap = len(wanted & sw)
                 concept_hits = sum(1 for g in groups if g & sw)

@@ -21,6 +21,7 @@ from agent.models.tenk import (
     TenKPlan,
     TenKPlanRequest,
 )
+from agent.providers.llm.injection import is_instruction
 from agent.tenk import rules
 from agent.tenk.calculations import CALCULATIONS, Calculation, calc_names, compute
 from agent.tenk.lexicon import METRICS, Metric
@@ -216,7 +217,7 @@ def _metric_value(metric: str, tables: list[Table], year: int) -> tuple[float | 
 def _is_statement(sent: str) -> bool:
     """A quotable sentence: not a table row, heading, table lead-in ('... as follows:'), question or cross-reference."""
     return ("|" not in sent and 6 <= len(sent.split()) and len(sent) <= 450 and not sent.endswith(("?", ":"))
-            and not _BOILERPLATE.search(sent))
+            and not _BOILERPLATE.search(sent) and not is_instruction(sent))
 
 
 def _text_part(sq: SubQuestion, texts: list[Evidence], used: set[str]) -> Part:
