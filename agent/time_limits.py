@@ -54,7 +54,7 @@ PUBLIC_CALL_S = 30.0
 BEAT_TASK_S = 120.0  # resume_stalled walks every stalled job
 
 
-class Settings(Protocol):
+class LimitInputs(Protocol):
     """The settings a task's time limits grow with (agent.settings.Settings has them all)."""
 
     @property
@@ -110,7 +110,7 @@ DRIVERS: dict[LimitKind, tuple[str, ...]] = {
 }
 
 
-def role_call_s(settings: Settings) -> float:
+def role_call_s(settings: LimitInputs) -> float:
     """The longest one LLM role call can take while its provider still answers within its timeouts."""
     rate_wait = RATE_LIMIT_MAX_WAIT_S if settings.llm_requests_per_minute or settings.llm_tokens_per_minute else 0.0
     latency = min(settings.llm_latency_s, settings.llm_timeout_s)
@@ -119,7 +119,7 @@ def role_call_s(settings: Settings) -> float:
     return rate_wait + latency + REQUESTS_PER_ROLE_CALL * request
 
 
-def remote_embedding_s(settings: Settings) -> float:
+def remote_embedding_s(settings: LimitInputs) -> float:
     if settings.embedding_provider != "openai":
         return 0.0
     return REMOTE_EMBED_ATTEMPTS * settings.llm_timeout_s + (REMOTE_EMBED_ATTEMPTS - 1) * SDK_RETRY_WAIT_S
@@ -129,7 +129,7 @@ def _limit(soft_s: float, blocking_s: float) -> TimeLimit:
     return TimeLimit(soft_s=soft_s, hard_s=soft_s + blocking_s + GRACE_S)
 
 
-def time_limits(settings: Settings) -> dict[LimitKind, TimeLimit]:
+def time_limits(settings: LimitInputs) -> dict[LimitKind, TimeLimit]:
     """Every kind's soft and hard limits under these settings."""
     news_retries = settings.max_tool_retries
     news_s = (1 + news_retries) * NEWS_TIMEOUT_S + 0.5 * (2 ** news_retries - 1)  # TavilyNews: backoff 0.5 s, doubling
@@ -149,10 +149,10 @@ def time_limits(settings: Settings) -> dict[LimitKind, TimeLimit]:
     }
 
 
-def slowest_kind(settings: Settings) -> LimitKind:
+def slowest_kind(settings: LimitInputs) -> LimitKind:
     """The kind of task with the longest hard limit."""
     return max(time_limits(settings).items(), key=lambda item: item[1].hard_s)[0]
 
 
-def longest_hard_limit(settings: Settings) -> float:
+def longest_hard_limit(settings: LimitInputs) -> float:
     return time_limits(settings)[slowest_kind(settings)].hard_s
