@@ -13,6 +13,17 @@ import redis as redis_lib
 from agent.settings import Settings
 
 
+def connect_redis(url: str) -> redis_lib.Redis:
+    """A client that rides out a Redis restart: a command that meets a dropped connection is retried with
+    backoff for about 20 s before the error reaches the caller."""
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.retry import Retry
+
+    return redis_lib.Redis.from_url(url, decode_responses=True, socket_connect_timeout=2, health_check_interval=15,
+                                    retry=Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.1), retries=12),
+                                    retry_on_error=[redis_lib.ConnectionError, redis_lib.TimeoutError])
+
+
 class Context:
     def __init__(self, settings: Settings, database_url: str, redis_url: str):
         self.settings = settings
@@ -28,7 +39,7 @@ class Context:
 
     @cached_property
     def redis(self) -> redis_lib.Redis:
-        return redis_lib.Redis.from_url(self.redis_url, decode_responses=True)
+        return connect_redis(self.redis_url)
 
     @cached_property
     def embedder(self):

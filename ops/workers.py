@@ -160,6 +160,7 @@ class WorkerManager:
         self.metrics_dir = metrics_dir or get_settings().metrics_path()
         self.procs: list[subprocess.Popen] = []
         self.env_key: tuple | None = None
+        self.overrides: dict[str, str] = {}
         self.count = 0
 
     def ensure(self, **overrides: str) -> list[subprocess.Popen]:
@@ -169,24 +170,39 @@ class WorkerManager:
         self.stop()
         _prepare_metrics_dir(self.metrics_dir)
         self.count += 1
-        nodes = []
-        for spec in WORKERS:
-            node = f"{self.name}{self.count}-{spec.name}-{os.getpid()}"
-            log = self.log_dir / f"{node}.log"
-            # beat too, as the local workers run it: recovery must happen with no call from the test
-            beat = ["-B", "-s", str(self.log_dir / f"{node}-beat-schedule")] if spec.beat else []
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO", *beat],
-                env=worker_env(self.urls, self.metrics_dir) | overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-            ))
-            nodes.append(node)
+        self.overrides = dict(overrides)
+        nodes = [self._spawn(spec) for spec in WORKERS]
+        self.procs = [proc for proc, _ in nodes]
         self.env_key = key
+        self._wait([node for _, node in nodes])
+        return self.procs
+
+    def respawn(self, index: int, wait: bool = True) -> subprocess.Popen:
+        """Start a fresh process for WORKERS[index] in place of a dead one, as a supervisor would."""
+        self.count += 1
+        proc, node = self._spawn(WORKERS[index])
+        self.procs[index] = proc
+        if wait:
+            self._wait([node])
+        return proc
+
+    def _spawn(self, spec: WorkerSpec) -> tuple[subprocess.Popen, str]:
+        node = f"{self.name}{self.count}-{spec.name}-{os.getpid()}"
+        log = self.log_dir / f"{node}.log"
+        # beat too, as the local workers run it: recovery must happen with no call from the test
+        beat = ["-B", "-s", str(self.log_dir / f"{node}-beat-schedule")] if spec.beat else []
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO", *beat],
+            env=worker_env(self.urls, self.metrics_dir) | self.overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+        )
+        return proc, node
+
+    def _wait(self, nodes: list[str]) -> None:
         try:
             wait_ready(self.urls, [f"{n}@" for n in nodes], 60)
         except RuntimeError:
             logs = "\n".join((self.log_dir / f"{n}.log").read_text()[-2000:] for n in nodes)
             raise RuntimeError(f"workers {nodes} did not start:\n{logs}") from None
-        return self.procs
 
     def stop(self) -> None:
         for proc in self.procs:

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
+import redis
+
 from agent.infra import liveness, metrics
 from agent.infra.events import publish_once, published_marker
 from agent.models.job import FINAL_STATUSES, Outbox
 from agent.persistence import jobstore
 from agent.submission import admit_batch_jobs
 from agent.work.coordinator import advance_job
-from tasks.dispatch import CeleryDispatcher, advance_signature, advance_task_id, call_task_id, fan_out
+from tasks.dispatch import CeleryDispatcher, fan_out
+from tasks.reconcile import reconcile_quiet_jobs
 from workers.app import app, context
 from workers.topology import ADVANCE, RECOVER_ORPHANS, RESUME_STALLED
 
+SERVICE_ERRORS = (ConnectionError, OSError, redis.ConnectionError, redis.TimeoutError, psycopg.OperationalError)
 
-@app.task(name=ADVANCE.name, bind=True, acks_late=True, max_retries=5,
-          autoretry_for=(ConnectionError, OSError), retry_backoff=True, retry_jitter=True)
+
+# a step that meets the database or Redis restarting is retried (1, 2, 4 ... 30 s apart: about 3 minutes in all)
+@app.task(name=ADVANCE.name, bind=True, acks_late=True, max_retries=8, autoretry_for=SERVICE_ERRORS,
+          retry_backoff=True, retry_backoff_max=30, retry_jitter=True)
 def advance(self, job_id: str, done_step: str = "start") -> str:
     ran = advance_job(context(), job_id, done_step)
     if ran is None:
@@ -70,8 +77,8 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
 @app.task(name=RECOVER_ORPHANS.name)
 def recover_orphans() -> list[str]:
     """Beat task (every few seconds): a job whose task was claimed by a worker that stopped beating (killed,
-    its machine gone) gets its current step re-sent under the same task ids, at once; a fan-out that finished
-    without its chord body firing gets the body again."""
+    its machine gone) gets its current step re-sent under the same task ids, at once; then every job that has stood
+    still for a while is reconciled with what the broker and the workers hold (tasks/reconcile.py)."""
     ctx = context()
     lost = liveness.orphans(ctx.redis)
     resumed = []
@@ -81,26 +88,7 @@ def recover_orphans() -> list[str]:
             resume_job(job)
             resumed.append(job_id)
     liveness.forget(ctx.redis, list(lost))  # a re-sent task claims its id again on the worker that takes it
-    return resumed + repair_lost_bodies()
-
-
-def repair_lost_bodies() -> list[str]:
-    """A fan-out whose calls all finished (their results are in the backend) while its job has not moved for
-    `BODY_GRACE_S`: the chord body was lost (a broker restart without persistence, a lost publish). Send it again
-    under its own id; if it was only late, the second delivery finds the step taken and does nothing."""
-    ctx = context()
-    repaired = []
-    for job_id in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S):
-        job = jobstore.load_job(ctx.pool, job_id)
-        if job is None or not job.state.inflight or job.step in ("start", "done"):
-            continue
-        ids = [call_task_id(c, job.id, job.state.iteration) for c in job.state.inflight]
-        if all(app.AsyncResult(i).state == "SUCCESS" for i in ids):
-            body_id = advance_task_id(job.id, job.step, job.state.inflight)
-            advance_signature(job.id, job.step, job.state.request.batch, task_id=body_id).apply_async()
-            jobstore.touch(ctx.pool, job.id)  # one repair per grace period
-            repaired.append(job.id)
-    return repaired
+    return resumed + reconcile_quiet_jobs()
 
 
 def resume_job(job: jobstore.JobRow) -> None:

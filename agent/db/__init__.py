@@ -30,6 +30,8 @@ def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
                 max_size=max_size,
                 kwargs={"row_factory": dict_row, "autocommit": False},
                 configure=_configure,
+                # a connection broken by a database restart is noticed at checkout and replaced, not handed out
+                check=ConnectionPool.check_connection,
                 open=True,
                 name="finagent",
             )

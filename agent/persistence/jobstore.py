@@ -211,9 +211,11 @@ def stalled_jobs(pool, stalled_after_s: int) -> list[dict]:
 
 
 def quiet_jobs(pool, quiet_s: float) -> list[str]:
-    """Running jobs whose row has not changed for `quiet_s` seconds (a step waiting on its fan-out)."""
+    """Jobs on their way whose row has not changed for `quiet_s` seconds: running (a step waiting on its fan-out),
+    or queued and dispatched (waiting on their first step); not batch jobs still waiting for a slot."""
     with pool.connection() as conn:
-        rows = conn.execute("SELECT id FROM research_jobs WHERE status = 'running'"
+        rows = conn.execute("SELECT id FROM research_jobs WHERE (status = 'running' OR (status = 'queued'"
+                            " AND NOT (batch AND admitted_at IS NULL)))"
                             " AND updated_at < now() - make_interval(secs => %s)", (quiet_s,)).fetchall()
     return [str(r["id"]) for r in rows]
 

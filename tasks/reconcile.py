@@ -1,0 +1,95 @@
+"""Reconciling quiet jobs with what the broker and the workers actually hold.
+
+A job waits on task ids: its in-flight calls, or its first step. When it has not moved for `BODY_GRACE_S`, each id it
+waits on is finished (its result is in the backend), queued (in a queue's list), held by a live worker (running,
+prefetched, or waiting for its retry countdown: asked by one broadcast), or none of these, which means lost:
+- a broker crash lost it (written after the last append-only fsync),
+- a worker's connection to the broker dropped with messages prefetched (Redis hands them out again only after the
+  visibility timeout, ten minutes),
+- or its publish never reached the broker.
+A job with a lost id gets its step re-sent under the same ids: a duplicate adds nothing, because outputs are keyed and a
+stale coordinator delivery is ignored. A job whose ids all finished while it stood still lost its chord body, which is
+sent again under its own id.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+
+from agent.infra import liveness
+from agent.persistence import jobstore
+from tasks.dispatch import advance_signature, advance_task_id, call_task_id, start_task_id
+from workers.app import app, context
+from workers.topology import Queue
+
+log = logging.getLogger(__name__)
+FINISHED = {"SUCCESS", "FAILURE", "REVOKED"}
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")  # kombu's Redis keys for the priority steps
+
+
+def waited_ids(job: jobstore.JobRow) -> list[str]:
+    if job.step == "start":
+        return [start_task_id(job.id)]
+    return [call_task_id(c, job.id, job.state.iteration) for c in job.state.inflight]
+
+
+def queued_ids(redis) -> set[str]:
+    ids: set[str] = set()
+    for queue in Queue:
+        for key in (queue.value + suffix for suffix in _PRIORITY_SUFFIXES):
+            for raw in redis.lrange(key, 0, -1):
+                try:
+                    ids.add(json.loads(raw)["headers"]["id"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return ids
+
+
+def worker_held_ids(timeout_s: float = 1.0) -> set[str]:
+    """Running, prefetched and countdown-waiting task ids, from every worker that answers the broadcast."""
+    inspect = app.control.inspect(timeout=timeout_s)
+    ids: set[str] = set()
+    for reply in (inspect.active(), inspect.reserved(), inspect.scheduled()):
+        for tasks in (reply or {}).values():
+            ids.update(str(i) for t in tasks if (i := t.get("id") or (t.get("request") or {}).get("id")))
+    return ids
+
+
+def live_claims(redis) -> set[str]:
+    claims = set(redis.hkeys(liveness.CLAIMS))
+    return claims - set(liveness.orphans(redis))
+
+
+def _unfinished(ids: Iterable[str]) -> list[str]:
+    return [i for i in ids if app.AsyncResult(i).state not in FINISHED]
+
+
+def reconcile_quiet_jobs() -> list[str]:
+    from tasks.coordinator import resume_job
+
+    ctx = context()
+    quiet = [j for j in (jobstore.load_job(ctx.pool, i) for i in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S)) if j is not None]
+    waiting = {job.id: _unfinished(waited_ids(job)) for job in quiet}
+    held: set[str] | None = None
+    acted = []
+    for job in quiet:
+        ids = waited_ids(job)
+        if not ids:
+            continue
+        unfinished = waiting[job.id]
+        if not unfinished and job.step != "start":
+            # every call finished and the job stood still: the chord body was lost
+            body_id = advance_task_id(job.id, job.step, job.state.inflight)
+            advance_signature(job.id, job.step, job.state.request.batch, task_id=body_id).apply_async()
+        else:
+            if held is None:  # one broadcast and one scan per run, only when some job waits on unfinished ids
+                held = queued_ids(ctx.redis) | worker_held_ids() | live_claims(ctx.redis)
+            lost = [i for i in unfinished if i not in held]
+            if not lost:
+                continue  # waiting its turn
+            log.warning("job %s at %s lost %s; re-sending its step", job.id, job.step, ", ".join(lost))
+            resume_job(job)
+        jobstore.touch(ctx.pool, job.id)  # at most one repair per grace period
+        acted.append(job.id)
+    return acted

@@ -1,0 +1,144 @@
+"""The chaos suite: jobs and batches on real workers, Redis and Postgres while workers are SIGKILLed, the broker and the
+database crash and come back, and the LLM endpoint fails. Nobody calls a recovery function: the workers, their beat
+and the clients must get every job to an end on their own. Each scenario prints its summary line (ops/chaos.py):
+submitted, completed, failed with a reason, lost (must be 0), duplicated rows (must be 0), fault-to-recovery seconds.
+"""
+from __future__ import annotations
+
+import json
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from agent.models.job import JobRequest
+from ops.chaos import ProgressWatch, audit, wait_final
+from tests.chaos import faults
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+TICKERS = ("NVDA", "AAPL", "MSFT")  # the shipped sample corpus
+TOPICS = ("revenue", "gross margin", "operating expenses", "guidance", "capital returns", "demand drivers", "segment growth")
+
+
+def questions(n: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        ticker, topic = rnd.choice(TICKERS), rnd.choice(TOPICS)
+        span = rnd.choice(("last quarter", "the last 2 quarters", "over the last 3 quarters"))
+        out.append(f"How did {ticker}'s {topic} develop in {span}? (run {seed}-{i})")
+    return out
+
+
+def submit(ctx, texts: list[str], batch: bool = False, max_iterations: int = 1) -> list[str]:
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
+
+    return [create(ctx, CeleryDispatcher(), JobRequest(question=q, batch=batch, max_iterations=max_iterations))[0] for q in texts]
+
+
+def submit_batch(ctx, name: str, texts: list[str]) -> list[str]:
+    from agent.batches import batch_items, create_batch, parse_lines
+    from tasks.dispatch import CeleryDispatcher
+
+    batch_id = create_batch(ctx, CeleryDispatcher(), name, parse_lines([json.dumps({"question": q, "max_iterations": 1}) for q in texts]))
+    return [i.job_id for i in batch_items(ctx.pool, batch_id) if i.job_id]
+
+
+@pytest.fixture
+def slow_scripted(workers_with, script_path):
+    """Workers whose LLM calls take a second each (the scripted provider), so faults land mid-step."""
+    script_path.write_text(json.dumps({}))
+    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="1.0",
+               FINAGENT_LLM_CACHE_TTL_S="0", FINAGENT_BATCH_CONCURRENCY="6")
+    return workers_with(**env)
+
+
+def check(tally, report) -> None:
+    report(tally.line())
+    assert tally.lost == 0, tally
+    assert tally.duplicated == 0, tally.duplicates
+    assert tally.completed + tally.failed_with_reason == tally.submitted, tally
+
+
+def test_sigkill_random_workers_at_random_steps(ctx, sample_corpus, workers, slow_scripted, report):
+    """20 jobs (10 interactive, 10 batch); every few seconds a random worker process is SIGKILLed mid-step and a
+    supervisor starts a fresh one in its place."""
+    rnd = random.Random(11)
+    jobs = submit(ctx, questions(10, 1)) + submit_batch(ctx, "chaos-sigkill", questions(10, 2))
+    assert len(jobs) == 20
+    kills = 0
+    with ProgressWatch(ctx, jobs) as watch:
+        deadline = time.monotonic() + 300
+        while kills < 6 and time.monotonic() < deadline and not wait_final(ctx, jobs, 0):
+            time.sleep(rnd.uniform(3, 7))
+            index = rnd.randrange(len(workers.procs))
+            proc = workers.procs[index]
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            watch.fault()
+            kills += 1
+            time.sleep(rnd.uniform(0.5, 2))  # the supervisor notices and restarts it
+            workers.respawn(index)
+        assert wait_final(ctx, jobs, 240), "jobs still running 4 minutes after the last kill"
+        time.sleep(1)
+    tally = audit(ctx, "sigkill", jobs, faults=kills, recovery_s=watch.recovery_s)
+    check(tally, report)
+    assert max(tally.recovery_s) < 60, tally.recovery_s
+
+
+def test_redis_crash_and_restart_mid_batch(ctx, settings, sample_corpus, workers, slow_scripted, report):
+    """Redis is SIGKILLed while a batch runs and comes back 5 s later from its append-only file."""
+    jobs = submit_batch(ctx, "chaos-redis", questions(8, 3))
+    with ProgressWatch(ctx, jobs) as watch:
+        time.sleep(4)
+        faults.crash_redis(settings)
+        watch.fault()
+        time.sleep(5)
+        faults.start_redis(settings)
+        assert wait_final(ctx, jobs, 240), "jobs still running 4 minutes after Redis came back"
+    tally = audit(ctx, "redis_restart", jobs, faults=1, recovery_s=watch.recovery_s)
+    check(tally, report)
+    from agent.infra.events import replay
+    from agent.persistence import jobstore
+
+    for job_id in jobs:  # a client replaying the stream afterwards sees the whole job, the outage included
+        types = [e.type for e in replay(ctx.redis, job_id)]
+        status = jobstore.load_job(ctx.pool, job_id).status
+        assert types[0] == "job_status" and types.count("planning") == 1, types
+        assert types[-2:] == ["result", "job_status"] and types.count("result") == 1, (job_id, status, types)
+
+
+def test_postgres_crash_and_restart_mid_batch(ctx, settings, sample_corpus, workers, slow_scripted, report):
+    """Postgres is killed (immediate shutdown, crash recovery on start) while a batch runs, and is back 5 s later."""
+    jobs = submit_batch(ctx, "chaos-postgres", questions(8, 4))
+    with ProgressWatch(ctx, jobs) as watch:
+        time.sleep(4)
+        faults.crash_postgres(settings)
+        watch.fault()
+        time.sleep(5)
+        faults.start_postgres(settings)
+        assert wait_final(ctx, jobs, 240), "jobs still running 4 minutes after Postgres came back"
+    tally = audit(ctx, "postgres_restart", jobs, faults=1, recovery_s=watch.recovery_s)
+    check(tally, report)
+
+
+def test_events_are_replayable_after_an_outage(ctx, settings, sample_corpus, workers, slow_scripted):
+    """Kept separate from the batch scenario so a failure names the outbox, not the recovery."""
+    jobs = submit(ctx, questions(2, 5))
+    threading.Event().wait(2)
+    faults.crash_redis(settings)
+    time.sleep(4)
+    faults.start_redis(settings)
+    assert wait_final(ctx, jobs, 180)
+    from agent.infra.events import replay
+    from agent.persistence import jobstore
+
+    for job_id in jobs:
+        job = jobstore.load_job(ctx.pool, job_id)
+        types = [e.type for e in replay(ctx.redis, job_id)]
+        assert types[-1] == "job_status" and replay(ctx.redis, job_id)[-1].data["status"] == job.status
+        assert "result" in types and "iteration_complete" in types, types
