@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent.context import Context
-from agent.ingest.documents import Kind, PreparedDocument, expand_paths, prepare
+from agent.ingest.documents import IngestLimits, Kind, PreparedDocument, expand_paths, prepare
 from agent.ingest.errors import IngestError
 from agent.ingest.store import existing_hash, write_document
 from agent.retrieval.availability import invalidate
@@ -69,6 +69,10 @@ class _FanOut:
         return embedded, docs
 
 
+def _failure(what: str, exc: Exception) -> str:
+    return f"{what}: {type(exc).__name__}: {exc}"
+
+
 def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False) -> IngestReport:
     started = time.perf_counter()
     report = IngestReport()
@@ -78,11 +82,14 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                   disable=quiet) as progress:
         files = expand_paths(paths, kind)
         parse_task = progress.add_task(f"parsing {kind} files", total=len(files))
+        limits = IngestLimits.from_settings(s)
         for path in files:
             try:
-                prepared = prepare(kind, path, s.chunk_size, s.chunk_overlap)
+                prepared = prepare(kind, path, s.chunk_size, s.chunk_overlap, limits=limits)
             except IngestError as exc:
                 report.files.append(FileOutcome(path=str(path), status="error", reason=exc.reason))
+            except Exception as exc:  # a parser's own failure on a hostile file fails that file, not the run
+                report.files.append(FileOutcome(path=str(path), status="error", reason=IngestError(path, _failure("parsing failed", exc)).reason))
             else:
                 with ctx.pool.connection() as conn:
                     unchanged = existing_hash(conn, prepared) == prepared.content_hash
@@ -103,7 +110,11 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                 except Exception as exc:  # a provider failure fails this document, not the batch
                     error = f"embedding failed: {type(exc).__name__}: {exc}"
             if error is None:
-                status = write_document(ctx.pool, prepared, vecs)
+                try:
+                    status = write_document(ctx.pool, prepared, vecs)  # one transaction: all of the document or none
+                except Exception as exc:
+                    error = IngestError(prepared.path, _failure("writing failed", exc)).reason
+            if error is None:
                 invalidate(ctx.redis, prepared.doc.ticker)
                 tables = len(getattr(prepared.doc, "tables", []))
                 report.files.append(FileOutcome(path=prepared.path, status=status, chunks=len(prepared.chunks), tables=tables))

@@ -17,14 +17,17 @@ def split_text(text: str, size: int, overlap: int) -> list[str]:
     sentences = _SENTENCE_END.split(text)
     chunks: list[str] = []
     current = ""
+    step = size - min(overlap, size // 2)  # at least half a chunk: an overlap >= size would never move on
     for sentence in sentences:
-        while len(sentence) > size:  # one very long "sentence" (tables, lists): hard split
-            # step forward at least half a chunk: an overlap >= size would never shrink `sentence`
-            head, sentence = sentence[:size], sentence[size - min(overlap, size // 2):]
+        if len(sentence) > size:  # one very long "sentence" (tables, lists, a file with no punctuation): hard split
             if current:
                 chunks.append(current)
                 current = ""
-            chunks.append(head)
+            start = 0
+            while len(sentence) - start > size:  # slices by offset: re-slicing the rest each time is quadratic
+                chunks.append(sentence[start:start + size])
+                start += step
+            sentence = sentence[start:]
         if current and len(current) + 1 + len(sentence) > size:
             chunks.append(current)
             # the overlap must leave room for the sentence, or the next chunk grows past `size`

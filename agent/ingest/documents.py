@@ -2,16 +2,32 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from agent.ingest.chunking import chunk_turns, split_text
 from agent.ingest.errors import IngestError
 from agent.models.corpus import TenKDoc, TranscriptDoc
 
 Kind = Literal["transcript", "10k"]
+
+
+class IngestLimits(BaseModel):
+    """Caps that keep a hostile or broken file from costing the run its memory or its time (agent/settings.py)."""
+
+    max_file_bytes: int = 32 * 1024 * 1024
+    max_chunks: int = 20_000
+    max_html_depth: int = 200
+    max_pdf_pages: int = 2000
+
+    @classmethod
+    def from_settings(cls, settings) -> IngestLimits:
+        return cls(max_file_bytes=settings.ingest_max_file_bytes, max_chunks=settings.ingest_max_chunks,
+                   max_html_depth=settings.ingest_max_html_depth, max_pdf_pages=settings.ingest_max_pdf_pages)
 
 
 class PreparedChunk(BaseModel):
@@ -39,6 +55,22 @@ def _hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# a NUL escape in the JSON form of the document (not an escaped backslash followed by 'u0000')
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _check_storable(path: Path, prepared: PreparedDocument) -> PreparedDocument:
+    """Postgres text holds neither NUL characters nor lone surrogates (a JSON file can carry both as escapes): such a
+    file fails here, with the reason, rather than in the middle of the database write."""
+    try:
+        dumped = prepared.model_dump_json()
+    except PydanticSerializationError:
+        raise IngestError(path, "the text is not valid Unicode (unpaired surrogate escapes)") from None
+    if _NUL.search(dumped):
+        raise IngestError(path, "the text holds NUL characters (binary data?)")
+    return prepared
+
+
 def prepare_transcript(path: Path, size: int, overlap: int, ticker: str | None = None) -> PreparedDocument:
     from agent.ingest.transcripts import parse_transcript
 
@@ -50,16 +82,20 @@ def prepare_transcript(path: Path, size: int, overlap: int, ticker: str | None =
     return PreparedDocument(kind="transcript", path=str(path), content_hash=_hash(path), doc=doc, chunks=chunks)
 
 
-def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None) -> PreparedDocument:
+def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None, limits: IngestLimits | None = None) -> PreparedDocument:
+    limits = limits or IngestLimits()
     suffix = path.suffix.lower()
-    if suffix == ".pdf":
-        from agent.ingest.tenk_pdf import parse_10k_pdf as parse
-    elif suffix in {".htm", ".html", ".xhtml", ".xml"}:
-        from agent.ingest.tenk_html import parse_10k_html as parse
-    else:
-        raise IngestError(path, f"unsupported 10-K format {suffix or '(none)'}: expected .htm/.html (EDGAR or iXBRL) or .pdf")
     try:
-        doc: TenKDoc = parse(path, ticker)
+        if suffix == ".pdf":
+            from agent.ingest.tenk_pdf import parse_10k_pdf
+
+            doc: TenKDoc = parse_10k_pdf(path, ticker, max_pages=limits.max_pdf_pages)
+        elif suffix in {".htm", ".html", ".xhtml", ".xml"}:
+            from agent.ingest.tenk_html import parse_10k_html
+
+            doc = parse_10k_html(path, ticker, max_depth=limits.max_html_depth)
+        else:
+            raise IngestError(path, f"unsupported 10-K format {suffix or '(none)'}: expected .htm/.html (EDGAR or iXBRL) or .pdf")
     except IngestError:
         raise
     except ValueError as exc:  # the parsers' own errors name the file already
@@ -73,10 +109,22 @@ def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None) 
     return PreparedDocument(kind="10k", path=str(path), content_hash=_hash(path), doc=doc, chunks=chunks)
 
 
-def prepare(kind: Kind, path: Path, size: int, overlap: int, ticker: str | None = None) -> PreparedDocument:
+def prepare(kind: Kind, path: Path, size: int, overlap: int, ticker: str | None = None,
+            limits: IngestLimits | None = None) -> PreparedDocument:
+    """Parse and chunk one file, or raise IngestError with the reason. Size caps are checked before the file is read."""
+    limits = limits or IngestLimits()
     if not path.is_file():
         raise IngestError(path, "no such file")
-    return (prepare_transcript if kind == "transcript" else prepare_10k)(path, size, overlap, ticker)
+    nbytes = path.stat().st_size
+    if nbytes > limits.max_file_bytes:
+        raise IngestError(path, f"{nbytes} bytes, over the ingest limit of {limits.max_file_bytes} (FINAGENT_INGEST_MAX_FILE_BYTES)")
+    if kind == "transcript":
+        prepared = prepare_transcript(path, size, overlap, ticker)
+    else:
+        prepared = prepare_10k(path, size, overlap, ticker, limits)
+    if len(prepared.chunks) > limits.max_chunks:
+        raise IngestError(path, f"{len(prepared.chunks)} chunks, over the limit of {limits.max_chunks} per document (FINAGENT_INGEST_MAX_CHUNKS)")
+    return _check_storable(path, prepared)
 
 
 def expand_paths(paths: list[Path], kind: Kind) -> list[Path]:

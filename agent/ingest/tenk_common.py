@@ -89,6 +89,14 @@ def find_headings(text: str) -> list[Heading]:
     return out
 
 
+MAX_HEADING_CANDIDATES = 2000  # a 10-K has 20-50 (its table of contents, the body, running headers); select_chain is quadratic
+
+
+def check_heading_count(path, cands: list[Heading]) -> None:
+    if len(cands) > MAX_HEADING_CANDIDATES:
+        raise TenKParseError(path, f"{len(cands)} lines look like item headings, over {MAX_HEADING_CANDIDATES}: not a 10-K")
+
+
 def select_chain(cands: list[Heading], text_len: int) -> list[Heading]:
     """The body's item headings: the increasing item sequence that covers the most text.
 

@@ -13,12 +13,14 @@ from edgar.documents import parse_html
 from edgar.documents.config import ParserConfig
 from edgar.documents.nodes import HeadingNode, ListNode, Node, ParagraphNode, TextNode
 from edgar.documents.table_nodes import TableNode
+from lxml import etree
 from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
     FRAGMENTS,
     Heading,
     TenKParseError,
+    check_heading_count,
     clean_section_text,
     find_headings,
     fiscal_year_end_from_text,
@@ -67,14 +69,16 @@ class _Flat:
     tables: list[_RawTable] = field(default_factory=list)
 
 
-def parse_10k_html(path: Path, ticker: str | None = None) -> TenKDoc:
+def parse_10k_html(path: Path, ticker: str | None = None, max_depth: int = 200) -> TenKDoc:
     path = Path(path)
     raw = _read_html(path)
+    _check_shape(path, raw, max_depth)
     try:
         doc = parse_html(raw, config=ParserConfig(form="10-K", **_FAST))
     except Exception as exc:
         raise TenKParseError(path, f"HTML could not be parsed ({exc.__class__.__name__}: {exc})") from exc
     flat = _flatten(doc.root)
+    check_heading_count(path, flat.headings)
     chain = select_chain(flat.headings, len(flat.text))
     sections, chain = _sections(doc, flat, chain)
     if not sections:
@@ -112,21 +116,49 @@ def _read_html(path: Path) -> str:
     return text
 
 
+def _check_shape(path: Path, raw: str, max_depth: int) -> None:
+    """Refuse an HTML bomb before the real parse: libxml2 (with its resource limits on) reports nesting past 256
+    levels and text or attribute values past 10 MB, and the tree it builds shows the nesting depth. edgartools walks
+    the tree recursively, so a deeper document would end in a RecursionError, or worse, inside it."""
+    parser = etree.HTMLParser(recover=True, huge_tree=False, no_network=True)
+    try:
+        root = etree.fromstring(raw.encode("utf-8", errors="replace"), parser)
+    except etree.LxmlError as exc:
+        raise TenKParseError(path, f"HTML could not be parsed ({exc})") from exc
+    limit = next((e.message.lower() for e in parser.error_log if e.type_name == "ERR_RESOURCE_LIMIT"), None)
+    if limit:
+        raise TenKParseError(path, "HTML nested more than 255 elements deep (an HTML bomb?)" if "depth" in limit
+                             else "HTML with a text or attribute value over 10 MB (an HTML bomb?)")
+    depth, stack = 0, [(root, 1)] if root is not None else []
+    while stack:
+        node, level = stack.pop()
+        depth = max(depth, level)
+        if depth > max_depth:
+            raise TenKParseError(path, f"HTML nested more than {max_depth} elements deep (FINAGENT_INGEST_MAX_HTML_DEPTH)")
+        stack.extend((child, level + 1) for child in node)
+
+
 # --- document walk -------------------------------------------------------------------------------
 
-def _blocks(node: Node) -> Iterator[Node]:
-    """Paragraph-level text nodes and tables, in reading order."""
-    if isinstance(node, TableNode):
-        yield node
-    elif isinstance(node, _TEXT_NODES) and not _has_table(node):
-        yield node
-    else:
-        for child in node.children or []:
-            yield from _blocks(child)
-
-
-def _has_table(node: Node) -> bool:
-    return any(isinstance(c, TableNode) or _has_table(c) for c in node.children or [])
+def _blocks(root: Node) -> Iterator[Node]:
+    """Paragraph-level text nodes and tables, in reading order. Iterative, and each node's subtree is searched for
+    tables once, so a deeply nested document costs neither recursion depth nor quadratic time."""
+    has_table: dict[int, bool] = {}
+    order: list[Node] = []
+    stack = [root]
+    while stack:  # pre-order; reversed, children come before their parents
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children or [])
+    for node in reversed(order):
+        has_table[id(node)] = any(isinstance(c, TableNode) or has_table[id(c)] for c in node.children or [])
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, TableNode) or (isinstance(node, _TEXT_NODES) and not has_table[id(node)]):
+            yield node
+        else:
+            stack.extend(reversed(node.children or []))
 
 
 def _flatten(root: Node) -> _Flat:
@@ -191,10 +223,13 @@ def rows_from_spans(rows: list[list[tuple[str, int]]]) -> list[list[str]]:
     return out
 
 
+MAX_COLSPAN = 1000  # what browsers honour (the HTML standard's limit); a larger colspan is a hostile one
+
+
 def _place(row: list[tuple[str, int]]) -> list[tuple[int, int, str]]:
     col, cells = 0, []
     for text, span in row:
-        span = max(span, 1)
+        span = min(max(span, 1), MAX_COLSPAN)
         cells.append((col, col + span - 1, re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()))
         col += span
     return cells

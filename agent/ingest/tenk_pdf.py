@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from agent.ingest.tenk_common import (
     TenKParseError,
+    check_heading_count,
     find_headings,
     fiscal_year_end_from_text,
     make_table,
@@ -28,13 +29,15 @@ _MIN_TABLE_ROWS = 3  # numeric lines in a block before it counts as a table
 _MAX_LABEL_ROW = 100  # chars; a longer line without numbers is prose and ends a table
 
 
-def parse_10k_pdf(path: Path, ticker: str | None = None) -> TenKDoc:
+def parse_10k_pdf(path: Path, ticker: str | None = None, max_pages: int = 2000) -> TenKDoc:
     path = Path(path)
-    pages = _strip_running_lines(_page_texts(path))
+    pages = _strip_running_lines(_page_texts(path, max_pages))
     text = "\n".join(pages)
     if not text.strip():
         raise TenKParseError(path, "no extractable text (an image-only or empty PDF?)")
-    chain = select_chain(find_headings(text), len(text))
+    headings = find_headings(text)
+    check_heading_count(path, headings)
+    chain = select_chain(headings, len(text))
     if not chain:
         raise TenKParseError(path, "no 10-K Items found (expected headings such as 'Item 7.')")
     sections = [_tidy(s) for s in split_by_headings(text, chain)]
@@ -55,23 +58,44 @@ def parse_10k_pdf(path: Path, ticker: str | None = None) -> TenKDoc:
 
 # --- text extraction -----------------------------------------------------------------------------
 
-def _page_texts(path: Path) -> list[str]:
+# the text-yield check: a PDF whose first pages give almost no text is image-only (or empty), and reading the rest
+# of its pages would only cost time
+YIELD_PAGES = 30
+YIELD_MIN_CHARS = 200
+
+
+def _check_pages(path: Path, count: int, max_pages: int) -> None:
+    if count > max_pages:
+        raise TenKParseError(path, f"{count} pages, over the limit of {max_pages} (FINAGENT_INGEST_MAX_PDF_PAGES)")
+
+
+def _read_pages(path: Path, count: int, page_text) -> list[str]:
+    pages: list[str] = []
+    for i in range(count):
+        pages.append(page_text(i))
+        if i + 1 == YIELD_PAGES < count and sum(len(p.strip()) for p in pages) < YIELD_MIN_CHARS:
+            raise TenKParseError(path, f"no extractable text in the first {YIELD_PAGES} of {count} pages (an image-only or empty PDF?)")
+    return pages
+
+
+def _page_texts(path: Path, max_pages: int = 2000) -> list[str]:
     """Text per page. pypdfium2, when installed, is ~15x faster than pypdf on these files."""
     try:
         import pypdfium2  # noqa: F401
     except ImportError:
-        return _pypdf_pages(path)
-    return _pdfium_pages(path)
+        return _pypdf_pages(path, max_pages)
+    return _pdfium_pages(path, max_pages)
 
 
-def _pypdf_pages(path: Path) -> list[str]:
+def _pypdf_pages(path: Path, max_pages: int = 2000) -> list[str]:
     from pypdf import PdfReader
 
     try:
         reader = PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             raise TenKParseError(path, "encrypted PDF that the empty password does not open")
-        return [_pypdf_page_text(page) for page in reader.pages]
+        _check_pages(path, len(reader.pages), max_pages)
+        return _read_pages(path, len(reader.pages), lambda i: _pypdf_page_text(reader.pages[i]))
     except TenKParseError:
         raise
     except Exception as exc:
@@ -86,7 +110,7 @@ def _pypdf_page_text(page) -> str:
         return page.extract_text() or ""
 
 
-def _pdfium_pages(path: Path) -> list[str]:
+def _pdfium_pages(path: Path, max_pages: int = 2000) -> list[str]:
     import pypdfium2 as pdfium
 
     try:
@@ -94,7 +118,12 @@ def _pdfium_pages(path: Path) -> list[str]:
     except Exception as exc:
         raise TenKParseError(path, f"cannot read PDF ({exc.__class__.__name__}: {exc})") from exc
     try:
-        pages = [pdf[i].get_textpage().get_text_range() for i in range(len(pdf))]
+        _check_pages(path, len(pdf), max_pages)
+        pages = _read_pages(path, len(pdf), lambda i: pdf[i].get_textpage().get_text_range())
+    except TenKParseError:
+        raise
+    except Exception as exc:
+        raise TenKParseError(path, f"cannot read PDF ({exc.__class__.__name__}: {exc})") from exc
     finally:
         pdf.close()
     return [p.replace("\r\n", "\n").replace("\r", "\n").replace("\x02", "-").replace("\ufffe", "-") for p in pages]

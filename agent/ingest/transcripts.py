@@ -20,15 +20,30 @@ _SPEAKER_LINE = re.compile(r"^(?P<speaker>[^:\n]{2,120}):\s+(?P<text>\S.*)$")
 _SECTION_LINE = re.compile(r"^==\s*(?P<name>.+?)\s*==\s*$")
 
 
-def parse_transcript(path: Path, ticker: str | None = None) -> TranscriptDoc:
+def _read_text(path: Path) -> str:
     try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise IngestError(path, f"cannot read file ({exc.__class__.__name__}: {exc})") from exc
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise IngestError(path, "UTF-16 text: save the transcript as UTF-8")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise IngestError(path, f"not a text file (a NUL byte at offset {nul})")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise IngestError(path, f"not UTF-8 text (byte 0x{data[exc.start]:02X} at offset {exc.start}, line {line}): "
+                                "save the transcript as UTF-8") from None
+
+
+def parse_transcript(path: Path, ticker: str | None = None) -> TranscriptDoc:
+    raw = _read_text(path)
     if not raw.strip():
         raise IngestError(path, "file is empty")
     try:
-        if raw.lstrip().startswith("{"):
+        if raw.lstrip().startswith(("{", "[")):
             return _parse_json(path, raw, ticker)
         return _parse_text(path, raw, ticker)
     except ValidationError as exc:
@@ -49,6 +64,8 @@ def _parse_json(path: Path, raw: str, ticker: str | None) -> TranscriptDoc:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise IngestError(path, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError:  # the json module recurses per nesting level
+        raise IngestError(path, "JSON nested too deeply to be a transcript") from None
     if not isinstance(data, dict) or not ({"prepared_remarks", "q_and_a"} & data.keys()):
         raise IngestError(path, "JSON is not a transcript: expected keys 'prepared_remarks' and 'q_and_a'")
     name_ticker, year, quarter = _period_from_name(path)
