@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from agent.context import Context
 from agent.models.batch import BatchItem, BatchProgress, BatchReport
@@ -25,6 +25,8 @@ from agent.persistence import batchstore, jobstore
 from agent.submission import Dispatcher, InvalidRequest, check_question, check_request, create, known_tickers
 
 RETRIED_STATUSES = ("failed",)
+# what an invalid line's question may hold that Postgres text cannot, or a terminal should not, show
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class BatchFileError(ValueError):
@@ -41,6 +43,13 @@ class BatchLine(BaseModel):
     error: str | None = None
     key: str | None = None  # the content key of a valid line
     question: str = ""
+
+    @field_validator("error", "question")
+    @classmethod
+    def _printable(cls, text: str | None) -> str | None:
+        """An invalid line's text is stored and printed as it came, except what Postgres text cannot hold (NUL, lone
+        surrogates) or a terminal should not be sent (control characters)."""
+        return _UNPRINTABLE.sub("\ufffd", text) if text else text
 
 
 def content_key(request: JobRequest) -> str:
