@@ -74,24 +74,34 @@ def test_a_failed_probe_is_tried_again(srv):
     assert JsonForms._chosen == {}  # nothing cached from a failed probe
 
 
-def test_a_rejected_form_falls_back_to_json_object_and_stays_there(srv, caplog):
+def test_a_rejected_form_steps_down_and_stays_there(srv, caplog):
     """llama-cpp-python's answer to json_schema (500, "Input should be 'text' or 'json_object'"): the call is re-sent
-    as json_object with the schema in the prompt, and every later call of the process goes straight to json_object."""
+    as json_object with the schema (the form that server honours), and every later call of the process starts there."""
     srv.reject_forms = {"json_schema"}
     p = provider(srv.url, llm_json_mode="json_schema")
     with caplog.at_level(logging.WARNING, logger="agent.providers.llm.json_modes"):
         assert p.plan(REQ)[0].tickers == ["QRST"]
         assert provider(srv.url, llm_json_mode="json_schema").plan(REQ)[0].tickers == ["QRST"]
     forms = [(c.form, c.fault) for c in srv.chat_calls()]
-    assert forms == [("json_schema", "rejected")] * 2 + [("json_object", "ok")] * 2  # the SDK retried the 500 once
+    assert forms == [("json_schema", "rejected")] * 2 + [("json_object_schema", "ok")] * 2  # the SDK retried the 500 once
     assert sum("rejected structured output as json_schema" in r.getMessage() for r in caplog.records) == 1
 
 
-@pytest.mark.parametrize("form,status", [("json_object_schema", 400), ("ollama", 400), ("json_schema", 422)])
-def test_other_rejections_fall_back_too(srv, form, status):
+@pytest.mark.parametrize("form,status,lower", [("json_object_schema", 400, "json_object"), ("ollama", 400, "json_object"),
+                                               ("json_schema", 422, "json_object_schema")])
+def test_other_rejections_step_down_too(srv, form, status, lower):
     srv.reject_forms, srv.reject_status = {form}, status
     assert provider(srv.url, llm_json_mode=form).plan(REQ)[0].tickers == ["QRST"]
-    assert [c.form for c in srv.chat_calls()] == [form, "json_object"]
+    assert [c.form for c in srv.chat_calls()] == [form, lower]
+
+
+def test_the_last_resort_is_plain_json_object_with_the_repair(srv):
+    srv.reject_forms, srv.reject_status = {"json_schema", "json_object_schema"}, 400
+    srv.set_faults(script=["off_schema"])  # a rejected request draws no fault: the first json_object reply breaks the schema
+    assert provider(srv.url, llm_json_mode="json_schema").plan(REQ)[0].tickers == ["QRST"]
+    assert [(c.form, c.fault, c.repair) for c in srv.chat_calls()] == [
+        ("json_schema", "rejected", False), ("json_object_schema", "rejected", False),
+        ("json_object", "off_schema", False), ("json_object", "ok", True)]
 
 
 def test_a_plain_server_error_is_not_a_rejection(srv):

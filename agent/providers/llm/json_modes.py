@@ -15,9 +15,12 @@ Forms (setting `llm_json_mode`, env FINAGENT_LLM_JSON_MODE):
     3. the probe failed (server down, no /models route): json_schema for this call, and the probe runs again next time.
 
 Whatever the mode, a server that rejects the form (a 400/422/500 whose body names response_format, json_schema, schema
-or format, e.g. llama-cpp-python's 500 "Input should be 'text' or 'json_object'") gets the same request again in plain
-json_object form, and that endpoint stays on json_object for the rest of the process (logged once as a warning). The
-rejection is seen after the SDK's own retries of a 500, so it costs a few seconds once per worker process.
+or format, e.g. llama-cpp-python's 500 "Input should be 'text' or 'json_object'") gets the same request again one step
+down, json_schema -> json_object_schema -> json_object (ollama -> json_object), and that endpoint stays there for the
+rest of the process (each step logged once as a warning). json_object_schema comes second because a server that knows
+only json_object either honours its `schema` (llama.cpp) or ignores it; plain json_object, with the schema only in the
+prompt and the repair behind it, is the last resort. A rejection is seen after the SDK's own retries of a 500, so it
+costs a few seconds once per worker process.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ _LLAMA_CPP_OWNERS = {"me", "llamacpp", "llama.cpp", "llama-cpp"}
 _OLLAMA_OWNERS = {"library", "ollama"}
 _OLLAMA_PORT = 11434
 _REJECTED_STATUSES = {400, 422, 500}
+STEP_DOWN: dict[JsonForm, JsonForm] = {"json_schema": "json_object_schema", "json_object_schema": "json_object", "ollama": "json_object"}
 _NAMES_THE_FORM = re.compile(r"response_format|json_schema|json_object|\bschema\b|\bformat\b", re.I)
 
 
@@ -82,7 +86,7 @@ class JsonForms:
     switched to json_object for good when the server rejects it. Shared by every provider of the process."""
 
     _chosen: dict[str, JsonForm] = {}
-    _fallen_back: set[str] = set()
+    _fallen_back: dict[str, JsonForm] = {}  # endpoint -> the form it was stepped down to
     _lock = threading.Lock()
 
     def __init__(self, mode: JsonMode, base_url: str | None):
@@ -92,7 +96,7 @@ class JsonForms:
     def current(self, client: Any) -> JsonForm:
         with self._lock:
             if self.endpoint in self._fallen_back:
-                return "json_object"
+                return self._fallen_back[self.endpoint]
             if self.mode != "auto":
                 return self.mode
             chosen = self._chosen.get(self.endpoint)
@@ -105,17 +109,21 @@ class JsonForms:
             log.info("LLM endpoint %s: structured output as %s", self.endpoint, form)
         return form
 
-    def fall_back(self, form: JsonForm, exc: BaseException) -> bool:
-        """True if `exc` is the server rejecting `form`: the endpoint switches to json_object and the call is re-sent."""
-        if form == "json_object" or not rejects_form(exc):
-            return False
+    def fall_back(self, form: JsonForm, exc: BaseException) -> JsonForm | None:
+        """The form to re-send the call in if `exc` is the server rejecting `form` (the endpoint keeps it), else None."""
+        lower = STEP_DOWN.get(form)
+        if lower is None or not rejects_form(exc):
+            return None
         with self._lock:
-            first = self.endpoint not in self._fallen_back
-            self._fallen_back.add(self.endpoint)
-        if first:
-            log.warning("LLM endpoint %s rejected structured output as %s (%s); using json_object with the schema in the prompt "
-                        "from now on", self.endpoint, form, str(exc)[:200])
-        return True
+            current = self._fallen_back.get(self.endpoint)
+            if current is None or JSON_FORMS.index(current) < JSON_FORMS.index(lower):
+                self._fallen_back[self.endpoint] = lower
+            else:  # another thread already stepped further down
+                lower = current
+        if current != lower:
+            log.warning("LLM endpoint %s rejected structured output as %s (%s); asking for %s from now on",
+                        self.endpoint, form, " ".join(str(exc).split())[:200], lower)
+        return lower
 
     def _detect(self, client: Any) -> tuple[JsonForm, bool]:
         url = urlparse(self.endpoint)

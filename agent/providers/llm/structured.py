@@ -21,6 +21,10 @@ from agent.providers.llm.tokens import count_messages, count_tokens
 
 T = TypeVar("T", bound=BaseModel)
 
+# A cap on a JSON reply: every role's answer fits in a few hundred tokens, and a small model constrained only to "some
+# JSON" can otherwise emit whitespace until its context is full (minutes on a CPU server that serves one request at a time)
+JSON_MAX_TOKENS = 1500
+
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
 
 
@@ -81,12 +85,15 @@ def complete_json(client: Any, *, role: str, model: str, messages: list[ChatComp
 
     def send(convo: list[ChatCompletionMessageParam]) -> Any:
         form = forms.current(client) if forms else "json_object"
-        try:
-            return client.chat.completions.create(model=model, messages=convo, **request_kwargs(form, schema), **create_kwargs)
-        except Exception as exc:
-            if forms is None or not forms.fall_back(form, exc):
-                raise
-        return client.chat.completions.create(model=model, messages=convo, **request_kwargs("json_object", schema), **create_kwargs)
+        kwargs = {"max_tokens": JSON_MAX_TOKENS} | create_kwargs
+        while True:
+            try:
+                return client.chat.completions.create(model=model, messages=convo, **request_kwargs(form, schema), **kwargs)
+            except Exception as exc:
+                lower = forms.fall_back(form, exc) if forms else None
+                if lower is None:
+                    raise
+                form = lower  # the server rejected the form: the same request one form down (at most two steps)
 
     def attempt(convo: list[ChatCompletionMessageParam]) -> tuple[T | None, str, str]:
         resp = send(convo)
