@@ -167,3 +167,25 @@ class ProgressWatch:
             except Exception:
                 pass
             self._stop.wait(self.every_s)
+
+
+def diagnose(ctx: Context, job_ids: list[str]) -> list[str]:
+    """One line per unfinished job: its step and the state of each task it waits on (for a failing run's message)."""
+    from agent.persistence import jobstore
+    from tasks.reconcile import queued_ids, waited_ids, worker_held_ids
+    from workers.app import app
+
+    lines = []
+    try:
+        queued, held = queued_ids(ctx.redis), worker_held_ids()
+    except Exception as exc:  # the broker itself may be what is wrong
+        queued, held = set(), set()
+        lines.append(f"(queues and workers not readable: {type(exc).__name__}: {exc})")
+    for job_id in job_ids:
+        job = jobstore.load_job(ctx.pool, job_id)
+        if job is None or job.status in FINAL_STATUSES:
+            continue
+        states = [f"{i.split(':', 1)[1]}={app.AsyncResult(i).state}{'/queued' if i in queued else ''}{'/held' if i in held else ''}"
+                  for i in waited_ids(job)]
+        lines.append(f"{job_id} {job.status} at {job.step} (updated {job.updated_at}): {' '.join(states)}")
+    return lines

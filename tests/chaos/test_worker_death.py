@@ -15,7 +15,7 @@ from agent.models.job import JobRequest
 from agent.persistence import jobstore
 from ops.ask import follow_job
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def test_worker_killed_mid_job_resumes_on_its_own_without_duplicates(ctx, sample_corpus, workers, workers_with, script_path):
@@ -137,3 +137,39 @@ def test_a_chord_body_lost_after_its_last_member_is_sent_again(ctx, sample_corpu
     with ctx.pool.connection() as conn:
         rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
     assert all(r["n"] == 1 for r in rows) and "1:compose" in {r["step_key"] for r in rows}
+
+
+def test_a_chord_member_lost_after_its_delivery_is_sent_again(ctx, sample_corpus, workers, workers_with, script_path):
+    """One extract call's message vanishes as if its worker had acknowledged it and died before writing its output:
+    no claim, no result, nothing queued. The watchdog finds the job quiet with an id nobody holds and re-sends the step."""
+    script_path.write_text(json.dumps({}))
+    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="1.0")
+    procs = list(workers_with(**env))
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
+
+    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?",
+                                                            max_iterations=1))
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and jobstore.load_job(ctx.pool, job_id).step != "1:search":
+        time.sleep(0.05)
+    llm = procs[2]  # WORKERS order: coordinator, search, llm, batch
+    llm.send_signal(signal.SIGTERM)  # planned; the extract calls will wait in the queue
+    llm.wait(60)
+    lost = None
+    while time.monotonic() < deadline and lost is None:
+        for raw in ctx.redis.lrange("llm", 0, -1):
+            if json.loads(raw)["headers"]["id"].startswith(f"{job_id}:1:extract:"):
+                lost = raw
+                break
+        time.sleep(0.1)
+    assert lost is not None, jobstore.load_job(ctx.pool, job_id).step
+    time.sleep(0.5)  # the whole fan-out is queued
+    assert ctx.redis.lrem("llm", 1, lost) == 1
+    workers.respawn(2)
+    job, _ = follow_job(ctx, job_id, timeout_s=120)
+    assert job.status == "completed", (job.status, job.step, job.error)
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+    keys = {r["step_key"] for r in rows}
+    assert json.loads(lost)["headers"]["id"].split(":", 1)[1] in keys and "1:compose" in keys
