@@ -8,6 +8,8 @@ step's events published twice, a citation marker listed twice in the result, an 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
 import threading
 import time
@@ -18,6 +20,8 @@ from pydantic import BaseModel, Field
 from agent.context import Context
 from agent.infra.events import replay
 from agent.models.job import FINAL_STATUSES, JobResult
+from agent.settings import Settings
+from ops.stack import _pg_dir, _redis_dir, start_embedded_postgres, start_embedded_redis
 
 
 class JobAudit(BaseModel):
@@ -189,3 +193,85 @@ def diagnose(ctx: Context, job_ids: list[str]) -> list[str]:
                   for i in waited_ids(job)]
         lines.append(f"{job_id} {job.status} at {job.step} (updated {job.updated_at}): {' '.join(states)}")
     return lines
+
+
+# ---------- faults: the embedded servers crash and come back; a supervisor restarts dead workers ----------
+
+
+def _pid(path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill(pid: int | None, sig: signal.Signals = signal.SIGKILL, wait_s: float = 30) -> None:
+    if pid is None:
+        return
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:  # reap it if it is our child; it is not (daemonized), so this only guards a zombie
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+
+
+def crash_redis(settings: Settings) -> None:
+    """SIGKILL: no shutdown save; what survives is what the append-only file (fsync every second) holds."""
+    _kill(_pid(_redis_dir(settings) / "redis.pid"))
+
+
+def start_redis(settings: Settings) -> None:
+    start_embedded_redis(settings)
+
+
+def crash_postgres(settings: Settings) -> None:
+    """Immediate shutdown (SIGQUIT): every backend killed, no checkpoint; the next start runs crash recovery."""
+    _kill(_pid(_pg_dir(settings) / "postmaster.pid"), signal.SIGQUIT)
+
+
+def start_postgres(settings: Settings) -> None:
+    """pgserver keeps one handle per data dir in a process and checks the server only when it creates it: a restart
+    from the process that started it has to ask that handle again."""
+    import pgserver
+
+    pgserver.get_server(_pg_dir(settings), cleanup_mode=None).ensure_postgres_running()
+    start_embedded_postgres(settings)
+
+
+class Supervisor:
+    """Restarts any worker process that exits, as docker-compose's `restart: unless-stopped` does. Needed because
+    kombu's Redis transport can crash a worker when the broker vanishes (an AttributeError in its unix-socket
+    `_connparams` while restoring unacked messages on close): the restarted worker reconnects and carries on."""
+
+    def __init__(self, workers):
+        self.workers, self.restarts = workers, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(70)
+
+    def _run(self):
+        while not self._stop.wait(1.0):
+            for index, proc in enumerate(list(self.workers.procs)):
+                if proc.poll() is not None:
+                    try:
+                        self.workers.respawn(index)
+                        self.restarts += 1
+                    except RuntimeError:
+                        pass  # the broker is still down: try again next second

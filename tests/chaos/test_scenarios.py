@@ -14,8 +14,7 @@ import time
 import pytest
 
 from agent.models.job import JobRequest
-from ops.chaos import ProgressWatch, audit, diagnose, wait_final
-from tests.chaos import faults
+from ops.chaos import ProgressWatch, Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -57,35 +56,6 @@ def slow_scripted(workers_with, script_path):
     return workers_with(**env)
 
 
-class Supervisor:
-    """Restarts any worker process that exits, as docker-compose's `restart: unless-stopped` does. Needed because
-    kombu's Redis transport can crash a worker when the broker vanishes (an AttributeError in its unix-socket
-    `_connparams` while restoring unacked messages on close): the restarted worker reconnects and carries on."""
-
-    def __init__(self, workers):
-        self.workers, self.restarts = workers, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(70)
-
-    def _run(self):
-        while not self._stop.wait(1.0):
-            for index, proc in enumerate(list(self.workers.procs)):
-                if proc.poll() is not None:
-                    try:
-                        self.workers.respawn(index)
-                        self.restarts += 1
-                    except RuntimeError:
-                        pass  # the broker is still down: try again next second
-
-
 def check(tally, report, extra: str = "") -> None:
     report(" ".join([tally.line(), extra]).strip())
     assert tally.lost == 0, tally
@@ -124,10 +94,10 @@ def test_redis_crash_and_restart_mid_batch(ctx, settings, sample_corpus, workers
     jobs = submit_batch(ctx, "chaos-redis", questions(8, 3))
     with ProgressWatch(ctx, jobs) as watch, Supervisor(workers) as supervisor:
         time.sleep(4)
-        faults.crash_redis(settings)
+        crash_redis(settings)
         watch.fault()
         time.sleep(5)
-        faults.start_redis(settings)
+        start_redis(settings)
         assert wait_final(ctx, jobs, 240), ("jobs still running 4 minutes after Redis came back", diagnose(ctx, jobs))
     tally = audit(ctx, "redis_restart", jobs, faults=1, recovery_s=watch.recovery_s)
     check(tally, report, f"worker_restarts={supervisor.restarts}")
@@ -146,10 +116,10 @@ def test_postgres_crash_and_restart_mid_batch(ctx, settings, sample_corpus, work
     jobs = submit_batch(ctx, "chaos-postgres", questions(8, 4))
     with ProgressWatch(ctx, jobs) as watch:
         time.sleep(4)
-        faults.crash_postgres(settings)
+        crash_postgres(settings)
         watch.fault()
         time.sleep(5)
-        faults.start_postgres(settings)
+        start_postgres(settings)
         assert wait_final(ctx, jobs, 240), ("jobs still running 4 minutes after Postgres came back", diagnose(ctx, jobs))
     tally = audit(ctx, "postgres_restart", jobs, faults=1, recovery_s=watch.recovery_s)
     check(tally, report)
@@ -160,9 +130,9 @@ def test_events_are_replayable_after_an_outage(ctx, settings, sample_corpus, wor
     jobs = submit(ctx, questions(2, 5))
     with Supervisor(workers):
         threading.Event().wait(2)
-        faults.crash_redis(settings)
+        crash_redis(settings)
         time.sleep(4)
-        faults.start_redis(settings)
+        start_redis(settings)
         assert wait_final(ctx, jobs, 180), diagnose(ctx, jobs)
     from agent.infra.events import replay
     from agent.persistence import jobstore
