@@ -59,7 +59,7 @@ def main() -> None:
         batch_id = create_batch(ctx, CeleryDispatcher(), "soak", parse_lines(
             [json.dumps({"question": q, "max_iterations": 1}) for q in _questions(args.jobs - half, rnd)]))
         jobs += [i.job_id for i in batch_items(ctx.pool, batch_id) if i.job_id]
-        kills, restarts_done = 0, []
+        kills, restarts_done = 0, list[str]()
         with ProgressWatch(ctx, jobs) as watch, Supervisor(manager) as supervisor:
             deadline = time.monotonic() + 3600
             while not wait_final(ctx, jobs, 0) and time.monotonic() < deadline:
