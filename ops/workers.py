@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 from agent.settings import Settings, get_settings
 from ops.stack import StackURLs
 from workers.topology import WORKERS, WorkerSpec, worker_argv
+
+log = logging.getLogger(__name__)
 
 
 def _dir(settings: Settings) -> Path:
@@ -113,7 +116,13 @@ def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
 
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        replies = app.control.ping(timeout=0.5) or []
+        try:
+            replies = app.control.ping(timeout=0.5) or []
+        except (OSError, app.connection_for_read().connection_errors) as exc:  # the broker restarted under a pooled connection
+            log.info("ping failed (%s); reconnecting", exc)
+            app.pool.force_close_all()
+            time.sleep(0.5)
+            continue
         names = [name for r in replies for name in r]
         if all(any(n.startswith(p) for n in names) for p in prefixes):
             return

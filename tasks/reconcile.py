@@ -84,7 +84,11 @@ def reconcile_quiet_jobs() -> list[str]:
             advance_signature(job.id, job.step, job.state.request.batch, task_id=body_id).apply_async()
         else:
             if held is None:  # one broadcast and one scan per run, only when some job waits on unfinished ids
-                held = queued_ids(ctx.redis) | worker_held_ids() | live_claims(ctx.redis)
+                try:
+                    held = queued_ids(ctx.redis) | worker_held_ids() | live_claims(ctx.redis)
+                except app.connection_for_read().connection_errors:
+                    app.pool.force_close_all()  # the broker restarted under a pooled connection: look again next run
+                    return acted
             lost = [i for i in unfinished if i not in held]
             if not lost:
                 continue  # waiting its turn
