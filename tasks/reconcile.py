@@ -72,7 +72,7 @@ def reconcile_quiet_jobs() -> list[str]:
     quiet = [j for j in (jobstore.load_job(ctx.pool, i) for i in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S)) if j is not None]
     waiting = {job.id: _unfinished(waited_ids(job)) for job in quiet}
     held: set[str] | None = None
-    acted = []
+    acted: list[str] = []
     for job in quiet:
         ids = waited_ids(job)
         if not ids:
