@@ -11,6 +11,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 
 
 def split_text(text: str, size: int, overlap: int) -> list[str]:
+    if size < 1:
+        raise ValueError(f"chunk size must be positive, got {size}")
     text = re.sub(r"[ \t]+", " ", text).strip()
     if len(text) <= size:
         return [text] if text else []
@@ -59,8 +61,9 @@ class TurnChunk(BaseModel):
 def chunk_turns(turns: list[Turn], size: int, overlap: int) -> list[TurnChunk]:
     """Pack consecutive short turns of one section together; split long turns.
 
-    Each chunk's text starts with "Speaker: " for every turn in it, so the speaker is searchable.
-    The chunk's `speaker` is the one who contributed most of its text.
+    Each chunk's text starts with "Speaker: " for every turn in it, so the speaker is searchable (a name longer than
+    half a chunk is cut there, or it would leave no room for the words). The chunk's `speaker` is the one who
+    contributed most of its text.
     """
     out: list[TurnChunk] = []
     buf: list[tuple[str, str]] = []
@@ -79,14 +82,15 @@ def chunk_turns(turns: list[Turn], size: int, overlap: int) -> list[TurnChunk]:
         if turn.section != section:
             flush()
             section = turn.section
-        piece_len = len(turn.speaker) + 2 + len(text)
+        label = turn.speaker[:size // 2]
+        piece_len = len(label) + 2 + len(text)
         if piece_len > size:
             flush()
-            for part in split_text(text, size - len(turn.speaker) - 2, overlap):
-                out.append(TurnChunk(speaker=turn.speaker, section=turn.section, text=f"{turn.speaker}: {part}"))
+            for part in split_text(text, max(size - len(label) - 2, 1), overlap):
+                out.append(TurnChunk(speaker=turn.speaker, section=turn.section, text=f"{label}: {part}"))
             continue
         if sum(len(s) + len(t) + 3 for s, t in buf) + piece_len > size:
             flush()
-        buf.append((turn.speaker, text))
+        buf.append((label, text))
     flush()
     return out

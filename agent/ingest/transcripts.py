@@ -71,7 +71,10 @@ def _parse_json(path: Path, raw: str, ticker: str | None) -> TranscriptDoc:
     name_ticker, year, quarter = _period_from_name(path)
     turns = []
     for key, section in (("prepared_remarks", "prepared_remarks"), ("q_and_a", "qa")):
-        for i, turn in enumerate(data.get(key) or []):
+        listed = data.get(key) or []
+        if not isinstance(listed, list):
+            raise IngestError(path, f"'{key}' is a {type(listed).__name__}, not a list of turns")
+        for i, turn in enumerate(listed):
             if not isinstance(turn, dict) or not isinstance(turn.get("speech"), str):
                 raise IngestError(path, f"{key}[{i}] has no 'speech' text")
             turns.append(Turn(speaker=str(turn.get("speaker") or "Unknown"), section=section, text=turn["speech"]))
