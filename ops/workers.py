@@ -118,7 +118,7 @@ def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
     while time.monotonic() < deadline:
         try:
             replies = app.control.ping(timeout=0.5) or []
-        except (OSError, app.connection_for_read().connection_errors) as exc:  # the broker restarted under a pooled connection
+        except (OSError, *app.connection_for_read().connection_errors) as exc:  # a restart broke a pooled broker connection
             log.info("ping failed (%s); reconnecting", exc)
             app.pool.force_close_all()
             time.sleep(0.5)
