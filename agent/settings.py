@@ -112,6 +112,8 @@ class Settings(BaseSettings):
     # how to ask for schema-valid JSON (agent/providers/llm/json_modes.py): auto detects the endpoint's form
     llm_json_mode: Literal["auto", "json_schema", "json_object_schema", "ollama", "json_object"] = "auto"
     llm_json_schema: bool | None = None  # deprecated: true is llm_json_mode=json_schema
+    # sampling temperature of every LLM call; unset leaves the server's default (0 makes a small local model repeatable)
+    llm_temperature: float | None = Field(None, ge=0, le=2)
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
     llm_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))

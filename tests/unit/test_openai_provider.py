@@ -467,3 +467,15 @@ def test_transport_exceptions_are_network_errors():
     server_error = openai.InternalServerError("boom: check your api key", response=httpx2.Response(
         500, request=httpx2.Request("POST", URL)), body=None)
     assert classify_error(server_error) == "system"  # the status wins over words in the message
+
+
+def test_temperature_is_sent_only_when_set(fault_server):
+    plan = ResearchPlan(reasoning="r", tickers=["MSFT"], answer_mode=AnswerMode.direct)
+    for temperature in (0.0, None):
+        provider = fault_provider(fault_server, llm_temperature=temperature)
+        provider.plan(plan_req())
+        provider.compose(ComposeRequest(question=QUESTION, plan=plan, findings=[], evidence=evidence()[:1], markers=MARKERS,
+                                        max_tokens=300))
+    sent = [c.extra.get("temperature", "unset") for c in fault_server.chat_calls()]
+    assert sent == [0.0, 0.0, "unset", "unset"]
+    assert fault_server.chat_calls()[0].extra["max_tokens"] == 1500  # a JSON reply is capped

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlparse
 
-from openai import OpenAI
+from openai import Omit, OpenAI, omit
 
 from agent.models.research import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.models.tenk import (
@@ -53,8 +53,11 @@ class OpenAIProvider:
     def __init__(self, settings: Settings, *, json_mode: JsonMode | None = None, client: OpenAI | None = None):
         self.models = settings.llm_models.model_copy()
         self.json_forms = JsonForms(json_mode or settings.llm_json_mode, settings.llm_base_url)
-        # the response cache keys on the endpoint and the models: another model must not answer from it
+        self.temperature: float | Omit = omit if settings.llm_temperature is None else settings.llm_temperature
+        # the response cache keys on the endpoint, the models and the sampling: another model must not answer from it
         self.cache_namespace = f"openai:{settings.llm_base_url or 'api.openai.com'}:{self.models.model_dump_json()}"
+        if settings.llm_temperature is not None:
+            self.cache_namespace += f":t={settings.llm_temperature:g}"
         self.client = client or OpenAI(
             base_url=settings.llm_base_url,
             api_key=api_key_for(settings),
@@ -63,7 +66,8 @@ class OpenAIProvider:
         )
 
     def _json(self, role: str, model: str, messages: prompts.Messages, schema: type[T]) -> tuple[T, Usage]:
-        return complete_json(self.client, role=role, model=model, messages=messages, schema=schema, forms=self.json_forms)
+        return complete_json(self.client, role=role, model=model, messages=messages, schema=schema, forms=self.json_forms,
+                             temperature=self.temperature)
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
@@ -98,7 +102,8 @@ class OpenAIProvider:
     # ---------- compose ----------
     def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
         messages = prompts.compose_messages(req)
-        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, max_tokens=req.max_tokens)
+        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, max_tokens=req.max_tokens,
+                                                   temperature=self.temperature)
         usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:
@@ -144,7 +149,7 @@ class OpenAIProvider:
 
     def answer_10k(self, req: TenKAnswerRequest) -> tuple[Answer, Usage]:
         messages = prompts.tenk_answer_messages(req)
-        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages)
+        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, temperature=self.temperature)
         usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:
