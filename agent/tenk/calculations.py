@@ -12,7 +12,7 @@ _AMOUNT = re.compile(r"^\(?-?\$?\s*\d[\d,]*(?:\.\d+)?\s*%?\)?$")
 
 
 def parse_amount(cell: str) -> float | None:
-    """'1,234' -> 1234.0, '(5,678)' -> -5678.0, '$ 1.5' -> 1.5; dashes, text and blanks -> None."""
+    """'2,468' -> 2468.0, '(5,678)' -> -5678.0, '$ 1.5' -> 1.5; dashes, text and blanks -> None."""
     text = cell.strip().replace("\u2212", "-").replace(" ", "")
     if not text or not _AMOUNT.match(text):
         return None
