@@ -25,7 +25,13 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # torch is pinned to the CPU build in pyproject.toml (an unpinned torch resolves to a 5.5 GB CUDA build)
   # llama-cpp-python builds from source (about 10 minutes on 2 cores); GGML_NATIVE=OFF builds for any x86-64 CPU
-  if [[ ",$extras," == *",llm-local,"* ]]; then echo "installing .[${extras}]: llama-cpp-python builds from source, about 10 minutes"; fi
+  if [[ ",$extras," == *",llm-local,"* ]]; then
+    echo "installing .[${extras}]: llama-cpp-python builds from source, about 10 minutes"
+    # the build needs a C/C++ compiler (cmake itself comes from PyPI through the build backend)
+    if ! command -v g++ >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential >/dev/null
+    fi
+  fi
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q -e ".[${extras}]"
   touch "$stamp"
 fi
