@@ -14,10 +14,11 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, sample_stack, today, write_section
+from bench.common import machine, parse_stack_bench_args, sample_stack, today, write_section
 
 TICKERS = ("NVDA", "AAPL", "MSFT")
 TOPICS = ("revenue", "gross margin", "operating expenses", "guidance", "capital returns", "demand drivers")
@@ -35,12 +36,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5, help="injected seconds per LLM call")
     parser.add_argument("--restarts", action="store_true", help="also crash Redis and Postgres once each")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--data-dir")
-    args = parser.parse_args()
-
-    fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
+    args: Any = parse_stack_bench_args(parser)
     from agent.batches import batch_items, create_batch, parse_lines
     from agent.models.job import JobRequest
     from agent.settings import get_settings

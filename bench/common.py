@@ -38,6 +38,17 @@ def fresh_env(data_dir: str | None, **env: str) -> Path:
     return path
 
 
+def parse_stack_bench_args(parser) -> object:
+    """The options every sample-stack benchmark shares (--json, --no-write, --data-dir), parsed; then the
+    environment those benchmarks run in: the hash embedder and the extractive provider under a fresh data dir."""
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--data-dir")
+    args = parser.parse_args()
+    fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
+    return args
+
+
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
 

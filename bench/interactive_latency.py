@@ -19,10 +19,11 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, percentile, sample_stack, today, write_section
+from bench.common import machine, parse_stack_bench_args, percentile, sample_stack, today, write_section
 
 TOPICS = ("revenue", "gross margin", "operating expenses", "data center demand", "guidance", "buybacks", "cash flow",
           "capital expenditure", "supply constraints", "pricing")
@@ -73,12 +74,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=12, help="interactive jobs per phase")
     parser.add_argument("--gap", type=float, default=2.0, help="seconds between interactive submissions")
     parser.add_argument("--batch", type=int, default=40, help="questions in the batch")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--data-dir")
-    args = parser.parse_args()
-
-    fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
+    args: Any = parse_stack_bench_args(parser)
     from agent import batches
     from agent.models.job import JobRequest
     from agent.settings import get_settings

@@ -17,10 +17,11 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, percentile, sample_stack, today, write_section
+from bench.common import machine, parse_stack_bench_args, percentile, sample_stack, today, write_section
 
 QUESTION = "What did {t} say about revenue growth in its latest quarter (trial {n})?"
 
@@ -61,12 +62,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--latency", type=float, default=2.0, help="injected seconds per LLM call")
     parser.add_argument("--all", action="store_true", help="kill every worker process, not only the llm pool")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--data-dir")
-    args = parser.parse_args()
-
-    fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
+    args: Any = parse_stack_bench_args(parser)
     from agent.infra.liveness import HEARTBEAT_TTL_S, WATCHDOG_PERIOD_S
     from agent.settings import get_settings
 
