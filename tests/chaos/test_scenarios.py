@@ -63,6 +63,19 @@ def check(tally, report, extra: str = "") -> None:
     assert tally.completed + tally.failed_with_reason == tally.submitted, tally
 
 
+def crash_mid_batch(ctx, scenario: str, crash, start, seed: int):
+    """A batch of 8 runs; 4 s in, the service crashes and is started again 5 s later. Returns the jobs and their audit."""
+    jobs = submit_batch(ctx, f"chaos-{scenario}", questions(8, seed))
+    with ProgressWatch(ctx, jobs) as watch:
+        time.sleep(4)
+        crash()
+        watch.fault()
+        time.sleep(5)
+        start()
+        assert wait_final(ctx, jobs, 240), (f"jobs still running 4 minutes after the {scenario}", diagnose(ctx, jobs))
+    return jobs, audit(ctx, scenario, jobs, faults=1, recovery_s=watch.recovery_s)
+
+
 def test_sigkill_random_workers_at_random_steps(ctx, sample_corpus, workers, slow_scripted, report):
     """20 jobs (10 interactive, 10 batch); every few seconds a random worker process is SIGKILLed mid-step and a
     supervisor starts a fresh one in its place."""
@@ -91,15 +104,8 @@ def test_sigkill_random_workers_at_random_steps(ctx, sample_corpus, workers, slo
 
 def test_redis_crash_and_restart_mid_batch(ctx, settings, sample_corpus, workers, slow_scripted, report):
     """Redis is SIGKILLed while a batch runs and comes back 5 s later from its append-only file."""
-    jobs = submit_batch(ctx, "chaos-redis", questions(8, 3))
-    with ProgressWatch(ctx, jobs) as watch, Supervisor(workers) as supervisor:
-        time.sleep(4)
-        crash_redis(settings)
-        watch.fault()
-        time.sleep(5)
-        start_redis(settings)
-        assert wait_final(ctx, jobs, 240), ("jobs still running 4 minutes after Redis came back", diagnose(ctx, jobs))
-    tally = audit(ctx, "redis_restart", jobs, faults=1, recovery_s=watch.recovery_s)
+    with Supervisor(workers) as supervisor:
+        jobs, tally = crash_mid_batch(ctx, "redis_restart", lambda: crash_redis(settings), lambda: start_redis(settings), seed=3)
     check(tally, report, f"worker_restarts={supervisor.restarts}")
     from agent.infra.events import replay
     from agent.persistence import jobstore
@@ -113,15 +119,7 @@ def test_redis_crash_and_restart_mid_batch(ctx, settings, sample_corpus, workers
 
 def test_postgres_crash_and_restart_mid_batch(ctx, settings, sample_corpus, workers, slow_scripted, report):
     """Postgres is killed (immediate shutdown, crash recovery on start) while a batch runs, and is back 5 s later."""
-    jobs = submit_batch(ctx, "chaos-postgres", questions(8, 4))
-    with ProgressWatch(ctx, jobs) as watch:
-        time.sleep(4)
-        crash_postgres(settings)
-        watch.fault()
-        time.sleep(5)
-        start_postgres(settings)
-        assert wait_final(ctx, jobs, 240), ("jobs still running 4 minutes after Postgres came back", diagnose(ctx, jobs))
-    tally = audit(ctx, "postgres_restart", jobs, faults=1, recovery_s=watch.recovery_s)
+    _, tally = crash_mid_batch(ctx, "postgres_restart", lambda: crash_postgres(settings), lambda: start_postgres(settings), seed=4)
     check(tally, report)
 
 
