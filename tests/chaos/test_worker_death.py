@@ -18,6 +18,12 @@ from ops.ask import follow_job
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
+def output_counts(ctx, job_id: str) -> list[dict]:
+    """Each stored step output of the job with how many rows hold it (a duplicate would show n > 1)."""
+    with ctx.pool.connection() as conn:
+        return conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+
+
 def test_worker_killed_mid_job_resumes_on_its_own_without_duplicates(ctx, sample_corpus, workers, workers_with, script_path):
     """SIGKILL every worker during the extract fan-out and restart them as a supervisor would: with the production
     visibility timeout (600 s) and stall window (900 s), the heartbeat watchdog alone gets the job moving."""
@@ -55,8 +61,7 @@ def test_worker_killed_mid_job_resumes_on_its_own_without_duplicates(ctx, sample
     assert jobstore.count_evidence(ctx.pool, job_id) == evidence_before  # the search step was not redone
     steps = [e.data for e in replay(ctx.redis, job_id) if e.type == "search"]
     assert len(steps) == 1  # and its event was published once
-    with ctx.pool.connection() as conn:
-        rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+    rows = output_counts(ctx, job_id)
     assert rows and all(r["n"] == 1 for r in rows)
     assert {r["step_key"] for r in rows} >= {"0:plan", "1:compose", "1:extract:AAPL:2024_q2"}
 
@@ -134,8 +139,7 @@ def test_a_chord_body_lost_after_its_last_member_is_sent_again(ctx, sample_corpu
     workers_with(**env, FINAGENT_RESTARTED="1")
     job, _ = follow_job(ctx, job_id, timeout_s=120)
     assert job.status == "completed", (job.status, job.step, job.error)
-    with ctx.pool.connection() as conn:
-        rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+    rows = output_counts(ctx, job_id)
     assert all(r["n"] == 1 for r in rows) and "1:compose" in {r["step_key"] for r in rows}
 
 
@@ -169,7 +173,6 @@ def test_a_chord_member_lost_after_its_delivery_is_sent_again(ctx, sample_corpus
     workers.respawn(2)
     job, _ = follow_job(ctx, job_id, timeout_s=120)
     assert job.status == "completed", (job.status, job.step, job.error)
-    with ctx.pool.connection() as conn:
-        rows = conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
+    rows = output_counts(ctx, job_id)
     keys = {r["step_key"] for r in rows}
     assert json.loads(lost)["headers"]["id"].split(":", 1)[1] in keys and "1:compose" in keys
