@@ -112,7 +112,7 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
 
 
 def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
-    from workers.app import app
+    from workers.app import app, renew_broker_connections
 
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -120,7 +120,7 @@ def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
             replies = app.control.ping(timeout=0.5) or []
         except (OSError, *app.connection_for_read().connection_errors) as exc:  # a restart broke a pooled broker connection
             log.info("ping failed (%s); reconnecting", exc)
-            app.pool.force_close_all()
+            renew_broker_connections()
             time.sleep(0.5)
             continue
         names = [name for r in replies for name in r]

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from agent.infra import liveness
 from agent.persistence import jobstore
 from tasks.dispatch import advance_signature, advance_task_id, call_task_id, start_task_id
-from workers.app import app, context
+from workers.app import app, context, renew_broker_connections
 from workers.topology import Queue
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def reconcile_quiet_jobs() -> list[str]:
                 try:
                     held = queued_ids(ctx.redis) | worker_held_ids() | live_claims(ctx.redis)
                 except app.connection_for_read().connection_errors:
-                    app.pool.force_close_all()  # the broker restarted under a pooled connection: look again next run
+                    renew_broker_connections()  # the broker restarted under a pooled connection: look again next run
                     return acted
             lost = [i for i in unfinished if i not in held]
             if not lost:

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from celery import Celery
+from kombu import pools
 
 from agent.context import Context
 from agent.infra.liveness import WATCHDOG_PERIOD_S
@@ -72,3 +73,12 @@ def context() -> Context:
             urls = resolve_services(settings)
             _ctx = Context(settings, urls.database_url, urls.redis_url)
         return _ctx
+
+
+def renew_broker_connections() -> None:
+    """Drop every pooled broker connection and start fresh pools, after the broker restarted under them.
+    A pool's `force_close_all` alone leaves it closed for good ("Acquire on closed pool") and kombu hands the same
+    pool back for the same URL, so the registry is cleared too and the app forgets its pools, as after a fork."""
+    pools.reset()
+    app._after_fork()
+    app.control._after_fork()  # the broadcast mailbox caches the old producer pool

@@ -117,19 +117,21 @@ def _start_deadlines(sender: Any = None, **_: Any) -> None:
 @signals.beat_init.connect(dispatch_uid="finagent-embedded-beat-dies-with-worker")
 def _embedded_beat_dies_with_its_worker(**_: Any) -> None:
     """A worker's embedded beat (`-B`) is a child process: when the worker is SIGKILLed it would live on, orphaned,
-    and keep scheduling beside the beat of the worker started in its place. Ask the kernel to end it with its parent."""
-    import multiprocessing
+    and keep scheduling beside the beat of the worker started in its place. Ask the kernel to end it with its parent.
+    SIGKILL: no handler can delay it, and the beat holds nothing a kill can lose (its schedule file is per node)."""
+    import billiard.process  # Celery forks the embedded beat with billiard, which multiprocessing knows nothing of
 
-    if multiprocessing.parent_process() is None or not sys.platform.startswith("linux"):
+    parent_pid = getattr(billiard.process.current_process(), "_parent_pid", None)
+    if parent_pid is None or not sys.platform.startswith("linux"):
         return  # a standalone `celery beat` (docker-compose's beat service) is nobody's child
     try:
         import ctypes
         import signal as _signal
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, _signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, _signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         log.warning("could not tie the embedded beat to its worker", exc_info=True)
-    if multiprocessing.parent_process().pid != os.getppid():  # type: ignore[union-attr]
+    if parent_pid != os.getppid():
         os._exit(0)  # the worker died before the tie was made
 
 

@@ -176,3 +176,23 @@ def test_a_chord_member_lost_after_its_delivery_is_sent_again(ctx, sample_corpus
     rows = output_counts(ctx, job_id)
     keys = {r["step_key"] for r in rows}
     assert json.loads(lost)["headers"]["id"].split(":", 1)[1] in keys and "1:compose" in keys
+
+
+def test_an_embedded_beat_dies_with_its_worker(workers):
+    """A SIGKILLed coordinator's beat (`-B`, a child process) must not outlive it: an orphaned beat would keep
+    scheduling the watchdog beside the beat of the worker started in its place, and keep running after shutdown."""
+    import psutil
+
+    procs = workers.ensure()
+    coordinator = psutil.Process(procs[0].pid)  # WORKERS order: coordinator (runs the beat) first
+    deadline = time.monotonic() + 30
+    while not coordinator.children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    beats = coordinator.children()
+    assert beats, "the coordinator started no beat process"
+    time.sleep(1)  # the beat has run its init handlers
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait()
+    gone, alive = psutil.wait_procs(beats, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    workers.respawn(0)
