@@ -10,5 +10,5 @@ if [ "$#" -gt 0 ]; then
 fi
 echo "== ruff"; .venv/bin/ruff check .
 echo "== mypy"; .venv/bin/mypy
-echo "== unit tier"; .venv/bin/python -m pytest -q -m "not integration"
-echo "== integration tier"; exec .venv/bin/python -m pytest -q -m integration
+echo "== unit tier"; .venv/bin/python -m pytest -q -m "not integration" --durations=5
+echo "== integration tier"; exec .venv/bin/python -m pytest -q -m integration --durations=25
