@@ -12,6 +12,7 @@ from rich.table import Table
 
 from agent.settings import get_settings
 from ops.cli_batch import batch_app
+from ops.eval_cli import eval_app
 from workers.topology import Queue
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(services_app, name="services")
 app.add_typer(db_app, name="db")
 app.add_typer(ingest_app, name="ingest")
+app.add_typer(eval_app, name="eval")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 

@@ -1,0 +1,7 @@
+"""`finagent eval ...`: measure research quality on public data nobody here wrote. Each eval module registers
+its command on `eval_app`; the imports at the bottom load them."""
+from __future__ import annotations
+
+import typer
+
+eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval and answer quality on real filings and calls.")
