@@ -270,8 +270,7 @@ class Supervisor:
         while not self._stop.wait(1.0):
             for index, proc in enumerate(list(self.workers.procs)):
                 if proc.poll() is not None:
-                    try:
-                        self.workers.respawn(index)
-                        self.restarts += 1
-                    except RuntimeError:
-                        pass  # the broker is still down: try again next second
+                    # like a restart policy, it does not wait for the new process to be ready: a worker started while
+                    # the broker is down retries its connection on its own
+                    self.workers.respawn(index, wait=False)
+                    self.restarts += 1
