@@ -70,7 +70,7 @@ METRICS: list[tuple[str, str, tuple[Unit, ...]]] = [
     ("comparable sales", r"(?:same-store|same store|comparable|comp) sales", ("percent",)),
 ]
 
-_FIGURE = re.compile(
+FIGURE = re.compile(
     r"\$\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand|trillion)\b)?"
     r"|\d[\d,]*(?:\.\d+)?\s?(?:%|percent\b)",
     re.I,
@@ -87,11 +87,11 @@ _CHANGE = re.compile(r"\b(?:up|down|by|increase[ds]?|decrease[ds]?|grew|grow|ros
 # what may follow a metric's value: a change word makes the figure a change, a second figure makes it one of a list
 _AFTER = re.compile(r"^[\s,]*(?:(?:and|or|to)\s+\$?\d|decline|decrease|increase|reduction|growth|improvement|higher|lower|respectively)",
                     re.I)
-# "increased 6.7% to $4.44": the figure after "to" is the metric's new level
+# "increased 7% to $5.10": the figure after "to" is the metric's new level
 _TO_LEVEL = re.compile(r"[\s,]*(?:[\w'\-]+[\s,]+){0,3}?(?:increased|rose|grew|decreased|declined|fell|improved|was up|was down|up|down)\s+"
                        r"(?:by\s+)?\$?\d[\d,]*(?:\.\d+)?\s?(?:%|percent|million|billion)?\s+to\s+", re.I)
 # a business segment's figure is not the company's
-_SEGMENT = re.compile(r"\b(?:segments?|divisions?|business units?|reportable)\b", re.I)
+SEGMENT = re.compile(r"\b(?:segments?|divisions?|business units?|reportable)\b", re.I)
 _FORWARD = re.compile(
     r"\b(?:expect|expects|expected|expecting|expectation|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
     r"forecast(?:s|ed|ing)?|project(?:s|ed|ing|ion|ions)|will|should be|going forward|next quarter|next year|"
@@ -161,7 +161,7 @@ def figure_unit(figure: str) -> Unit | None:
     value = float(re.sub(r"[^\d.]", "", f) or 0)
     if "." in f and value < 100:
         return "per_share"
-    return "money" if value >= 1000 else None  # a bare '$30' is neither a per-share amount nor a scaled total
+    return "money" if value >= 1000 else None  # a bare "$25" is neither a per-share amount nor a scaled total
 
 
 def normalise_figure(figure: str) -> str:
@@ -204,7 +204,7 @@ def facts_in_sentence(sentence: str) -> list[tuple[str, str]]:
             if any(a <= m.start() < b for a, b in taken):
                 continue  # inside a longer metric already read ("net interest margin" is not "net interest income")
             to_level = _TO_LEVEL.match(sentence, m.end())
-            fig = _FIGURE.match(sentence, to_level.end()) if to_level else _FIGURE.search(sentence, m.end())
+            fig = FIGURE.match(sentence, to_level.end()) if to_level else FIGURE.search(sentence, m.end())
             if fig is None:
                 continue
             bridge = sentence[m.end():fig.start()]
@@ -227,9 +227,9 @@ _COMPARED = re.compile(r"\b(?:compared|from|versus|vs|than|prior|last|ago|previo
 
 
 def _another_value(sentence: str, after: int, unit: Unit) -> bool:
-    """A later figure of the same unit not set apart as a comparison ("... 13.2% for A and 14.8% for B"): then
+    """A later figure of the same unit not set apart as a comparison ("... 11% for A and 12% for B"): then
     which figure is the metric's is unclear."""
-    for f in _FIGURE.finditer(sentence, after):
+    for f in FIGURE.finditer(sentence, after):
         if figure_unit(f.group(0)) == unit and not _COMPARED.search(sentence[after:f.start()]):
             return True
     return False
@@ -243,7 +243,7 @@ def _candidates(path: Path) -> tuple[list[Fact], int]:
         if turn.section != "prepared_remarks" or turn.speaker.strip().lower().startswith("operator"):
             continue
         for s, sent in enumerate(sentences(turn.text)):
-            if sent.endswith("?") or _BOILERPLATE.search(sent) or _SEGMENT.search(sent) or not 6 <= len(sent.split()) <= 60:
+            if sent.endswith("?") or _BOILERPLATE.search(sent) or SEGMENT.search(sent) or not 6 <= len(sent.split()) <= 60:
                 continue
             pairs = facts_in_sentence(sent)
             if len(pairs) != 1:
