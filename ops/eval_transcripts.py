@@ -22,6 +22,7 @@ from agent.eval.transcripts_eval import (
     summarise_answers,
     summarise_retrieval,
 )
+from agent.ingest.errors import IngestError
 from ops.eval_cli import eval_app
 
 err = Console(stderr=True)
@@ -51,6 +52,39 @@ def _ask(ctx, facts: list[Fact], timeout_s: float, quiet: bool) -> tuple[list[An
     return records, judgements, details
 
 
+def run_eval(ctx, files: list[Path], facts: list[Fact], header: dict[str, Any], answers: bool, fanout: bool = True,
+             timeout_s: float = 300, quiet: bool = True) -> dict[str, Any]:
+    """Ingest the calls (files already ingested unchanged are skipped), then measure retrieval and, with `answers`,
+    the answers; per-fact answer records go to <data_dir>/eval/transcripts-answers.jsonl."""
+    from ops.ingest_runner import ingest
+
+    report = ingest(ctx, "transcript", files, fanout=fanout, quiet=True)
+    if report.errors:
+        raise ValueError("; ".join(f"{f.path}: {f.reason}" for f in report.errors[:3]))
+    retrieved: list[RetrievalResult] = [retrieval_rank(ctx, f) for f in facts]
+    split = halves(facts)
+    out: dict[str, Any] = header | {
+        "facts": len(facts), "embedding_provider": ctx.settings.embedding_provider, "llm_provider": ctx.settings.llm_provider,
+        "retrieval": summarise_retrieval(retrieved).model_dump(),
+        "retrieval_by_half": {h: summarise_retrieval([r for r in retrieved if r.fact_id in {f.id for f in fs}]).model_dump()
+                              for h, fs in split.items()},
+    }
+    if answers:
+        records, judgements, details = _ask(ctx, facts, timeout_s, quiet=quiet)
+        path = ctx.settings.data_dir / "eval" / "transcripts-answers.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(r.model_dump_json() + "\n" for r in records))
+        out["answers"] = summarise_answers(records, judgements).model_dump()
+        out["answers_by_half"] = {}
+        for h, fs in split.items():
+            ids = {f.id for f in fs}
+            out["answers_by_half"][h] = summarise_answers([r for r in records if r.id in ids],
+                                                          [j for j in judgements if j.fact_id in ids]).model_dump()
+        out["answer_records"] = str(path)
+        out["answer_details"] = details
+    return out
+
+
 @eval_app.command("transcripts")
 def eval_transcripts(
     data: Path = typer.Option(Path("../shared/data/transcripts"), "--data", help="folder of {TICKER}_{YYYY}_q{N}.json calls"),
@@ -64,15 +98,12 @@ def eval_transcripts(
 ):
     """Facts stated in earnings calls: is the chunk that states each in the top 15 of a search under its ticker and
     quarter (recall@5, @15, rank distribution)? With --answers: does the answer state the figure and cite it?"""
-    from ops.ingest_runner import ingest
     from ops.runtime import bootstrap
 
     try:
         files = transcript_files(data)
     except FileNotFoundError as exc:
         _fail(str(exc))
-    from agent.ingest.errors import IngestError
-
     try:
         extraction = extract_facts(files, per_ticker=per_ticker, seed=seed)
     except IngestError as exc:
@@ -84,33 +115,11 @@ def eval_transcripts(
         facts_out.write_text("".join(f.model_dump_json() + "\n" for f in facts))
 
     ctx = bootstrap(workers=answers or not inline)
-    report = ingest(ctx, "transcript", files, fanout=not inline, quiet=True)
-    if report.errors:
-        _fail("; ".join(f"{f.path}: {f.reason}" for f in report.errors[:3]))
-
-    retrieved: list[RetrievalResult] = [retrieval_rank(ctx, f) for f in facts]
-    split = halves(facts)
-    out: dict[str, Any] = {
-        "facts": len(facts), "calls": extraction.calls, "candidates": extraction.candidates,
-        "ambiguous_groups": extraction.ambiguous_groups, "seed": seed, "per_ticker": per_ticker,
-        "embedding_provider": ctx.settings.embedding_provider, "llm_provider": ctx.settings.llm_provider,
-        "retrieval": summarise_retrieval(retrieved).model_dump(),
-        "retrieval_by_half": {h: summarise_retrieval([r for r in retrieved if r.fact_id in {f.id for f in fs}]).model_dump()
-                              for h, fs in split.items()},
-    }
-    if answers:
-        records, judgements, details = _ask(ctx, facts, timeout_s, quiet=as_json)
-        path = ctx.settings.data_dir / "eval" / "transcripts-answers.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(r.model_dump_json() + "\n" for r in records))
-        out["answers"] = summarise_answers(records, judgements).model_dump()
-        out["answers_by_half"] = {}
-        for h, fs in split.items():
-            ids = {f.id for f in fs}
-            out["answers_by_half"][h] = summarise_answers([r for r in records if r.id in ids],
-                                                          [j for j in judgements if j.fact_id in ids]).model_dump()
-        out["answer_records"] = str(path)
-        out["answer_details"] = details
+    try:
+        out = run_eval(ctx, files, facts, extraction.model_dump(exclude={"facts"}) | {"seed": seed, "per_ticker": per_ticker},
+                       answers=answers, fanout=not inline, timeout_s=timeout_s, quiet=as_json)
+    except ValueError as exc:
+        _fail(str(exc))
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return

@@ -90,12 +90,19 @@ _AFTER = re.compile(r"^[\s,]*(?:(?:and|or|to)\s+\$?\d|decline|decrease|increase|
 # "increased 7% to $5.10": the figure after "to" is the metric's new level
 _TO_LEVEL = re.compile(r"[\s,]*(?:[\w'\-]+[\s,]+){0,3}?(?:increased|rose|grew|decreased|declined|fell|improved|was up|was down|up|down)\s+"
                        r"(?:by\s+)?\$?\d[\d,]*(?:\.\d+)?\s?(?:%|percent|million|billion)?\s+to\s+", re.I)
+# a change in the metric ("an increase in deposits of $X"), a part of it ("other operating income", "problem loans")
+# or a variant that leaves something out ("excluding ...") is not the metric's value
+_BEFORE = re.compile(r"\b(?:(?:increases?|decreases?|growth|declines?|reductions?|changes?)(?:\s+[\w\-]+){0,3}|other|problem|"
+                     r"nonaccrual|non-accrual|nonperforming|non-performing|criticized|classified|modified|deferred|noninterest|"
+                     r"non-interest|excluding|ex)\s*$", re.I)
+_EXCLUDING = re.compile(r"\b(?:excluding|normali[sz]ed for|net of)\b", re.I)
+_YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
 # a business segment's figure is not the company's
 SEGMENT = re.compile(r"\b(?:segments?|divisions?|business units?|reportable)\b", re.I)
 _FORWARD = re.compile(
-    r"\b(?:expect|expects|expected|expecting|expectation|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
+    r"\b(?:expect|expects|expected(?! credit loss)|expecting|expectation|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
     r"forecast(?:s|ed|ing)?|project(?:s|ed|ing|ion|ions)|will|should be|going forward|next quarter|next year|"
-    r"coming quarters?|we see|target(?:s|ing)?|we estimate|plan to|planning to|likely to|intend to)\b",
+    r"coming quarters?|we see|targeting|we target|we estimate|plan to|planning to|likely to|intend to)\b",
     re.I,
 )
 # references to an earlier expectation in a sentence that reports the result
@@ -113,7 +120,7 @@ _OTHER_PERIOD = re.compile(
     r"(?:19|20)\d\d|first quarter|second quarter|third quarter|fourth quarter|q[1-4])\b",
     re.I,
 )
-_COMPARISON = re.compile(r"\b(?:compared|versus|vs\.?|than|up from|down from|from)\b", re.I)
+COMPARISON = re.compile(r"\b(?:compared|versus|vs\.?|than|up from|down from|from)\b", re.I)
 _QUARTER_WORDS = {1: "first quarter", 2: "second quarter", 3: "third quarter", 4: "fourth quarter"}
 _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|non-gaap (?:financial )?measures|reconciliation", re.I)
 
@@ -186,7 +193,7 @@ def is_guidance(sentence: str) -> bool:
 
 def names_other_period(sentence: str, fiscal_year: int, fiscal_quarter: int) -> bool:
     """Whether the sentence names a period other than the call's own quarter."""
-    stated = _COMPARISON.split(sentence, maxsplit=1)[0]  # what follows "compared with" is about the other period
+    stated = COMPARISON.split(sentence, maxsplit=1)[0]  # what follows "compared with" is about the other period
     named = [m.group(0).lower() for m in _OTHER_PERIOD.finditer(stated)]
     quarter = {_QUARTER_WORDS[fiscal_quarter], f"q{fiscal_quarter}"}
     # a bare year (no quarter named) is the whole year, not the call's quarter
@@ -203,12 +210,15 @@ def facts_in_sentence(sentence: str) -> list[tuple[str, str]]:
         for m in re.finditer(rf"\b(?:{pattern})\b", lowered):
             if any(a <= m.start() < b for a, b in taken):
                 continue  # inside a longer metric already read ("net interest margin" is not "net interest income")
+            before = sentence[max(0, m.start() - 40):m.start()]
+            if _BEFORE.search(before) or _EXCLUDING.search(sentence[:m.start()]) or COMPARISON.search(sentence[:m.start()]):
+                continue  # a change, a part, a variant; or, after "compared with", the other period's figure
             to_level = _TO_LEVEL.match(sentence, m.end())
             fig = FIGURE.match(sentence, to_level.end()) if to_level else FIGURE.search(sentence, m.end())
             if fig is None:
                 continue
             bridge = sentence[m.end():fig.start()]
-            if not to_level and (len(bridge) > 60 or not _LINK.match(bridge) or _CHANGE.search(bridge)):
+            if not to_level and (len(bridge) > 60 or not _LINK.match(bridge) or _CHANGE.search(bridge) or _EXCLUDING.search(bridge)):
                 continue
             if _AFTER.match(sentence[fig.end():]):
                 continue
@@ -235,6 +245,12 @@ def _another_value(sentence: str, after: int, unit: Unit) -> bool:
     return False
 
 
+def _past_year_figure(sentence: str, figure: str, fiscal_year: int) -> bool:
+    """The figure is dated, just before it, to the call's year or an earlier one ("our <year> tax rate of X%")."""
+    at = sentence.find(figure)
+    return any(int(y) <= fiscal_year for y in _YEAR.findall(sentence[max(0, at - 40):at]))
+
+
 def _candidates(path: Path) -> tuple[list[Fact], int]:
     doc = parse_transcript(path)
     stem = f"{doc.ticker}_{doc.fiscal_year}_q{doc.fiscal_quarter}"
@@ -252,6 +268,8 @@ def _candidates(path: Path) -> tuple[list[Fact], int]:
             kind: Kind = "guidance" if is_guidance(sent) else "reported"
             if kind == "reported" and names_other_period(sent, doc.fiscal_year, doc.fiscal_quarter):
                 continue
+            if kind == "guidance" and _past_year_figure(sent, figure, doc.fiscal_year):
+                continue  # "higher than our <past year> tax rate of X%": the figure is a past result, not the outlook
             found.append(Fact(id=f"{stem}:{t}:{s}", ticker=doc.ticker, fiscal_year=doc.fiscal_year, fiscal_quarter=doc.fiscal_quarter,
                               speaker=turn.speaker, sentence=sent, figure=figure, metric=metric, kind=kind))
     return found, 1

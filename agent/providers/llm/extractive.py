@@ -12,7 +12,7 @@ import re
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
-from agent.providers.llm.extractive_judge import addresses, label_period, metric_stems, problems, question_parts, scope_period
+from agent.providers.llm.extractive_judge import addresses, asks_change, label_period, metric_stems, problems, question_parts, scope_period, stems
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.injection import is_instruction
 from agent.providers.llm.lexicon import (
@@ -32,7 +32,7 @@ _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|operator 
 
 
 def _words(text: str) -> set[str]:
-    return {stem(w) for w in content_words(text)}
+    return stems(text)
 
 
 class ExtractiveProvider(ExtractiveTenKRoles):
@@ -105,6 +105,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         period = scope_period(req.scope)
         metric = metric_stems(_topic(req.reasoning, req.question))
         need = math.ceil(2 * len(metric) / 3)
+        change_ok = asks_change(req.question)
         scored: list[tuple[float, int, str, str]] = []
         for order, ev in enumerate(req.evidence):
             previous = ""
@@ -124,7 +125,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 score += 0.3 * ev.score + headline
                 # a forecast when the question asks what something was, another period, a segment's figure: demoted
                 score -= 3.0 * len(problems(sent, req.question, period))
-                if metric and addresses(sent, metric, need=need):
+                if metric and addresses(sent, metric, need=need, near=True, change_ok=change_ok):
                     score += 1.5  # states a figure for the asked metric itself
                 if overlap or concept_hits:
                     scored.append((score, -order, sent, ev.citation_key))
@@ -196,9 +197,13 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 said = _sentences_with_markers(line)
                 if not parts:
                     aspects, covered = aspects + 1, covered + 1
+                period_covered = 0
                 for part in parts:
                     aspects += 1
-                    first = next(((t, m) for t, m in said if addresses(t, part.words, part.numeric, part.need)), None)
+                    # the asked metric must be what the period's answer leads with; the other parts may come later
+                    candidates = said[:1] if part.metric else said
+                    first = next(((t, m) for t, m in candidates if addresses(t, part.words, part.numeric, part.need, part.metric,
+                                                                             part.change_ok)), None)
                     wrong = problems(first[0], req.question, label_period(label)) if first else []
                     if first and _unsourced(first[0], [evidence[marker_to_key[m]].text for m in first[1] if marker_to_key.get(m) in evidence]):
                         wrong.append("a figure its cited source does not hold")
@@ -210,7 +215,10 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                         issues.append(f"{ticker} {label}: the answer on '{part.name}' is {'; '.join(wrong)}")
                         keywords.append(f"{part.name} {label}")
                     else:
-                        covered += 1
+                        period_covered += 1
+                    if part.metric and (first is None or wrong):
+                        period_covered = -len(parts)  # the asked metric unanswered: the rest does not answer the question
+                covered += max(0, period_covered)
         if not req.periods:  # news, or no period targeted: every concept addressed somewhere
             answer_words = _words(req.answer.text)
             for group in concept_groups(req.question):

@@ -9,6 +9,7 @@ import re
 from pydantic import BaseModel
 
 from agent.providers.llm.lexicon import (
+    ABBREVIATIONS,
     ANNUAL_QUESTION,
     NON_NUMERIC,
     NOT_METRIC,
@@ -24,8 +25,79 @@ _SCOPE = re.compile(r":(\d{4})_q([1-4])$")
 _LABEL = re.compile(r"^Q([1-4]) (\d{4})$")
 
 
+_TOKEN = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?|[A-Za-z][A-Za-z&\-']*|[,;:]")
+_BREAK = {",", ";", ":"}
+_SCALE_WORDS = {"million", "billion", "thousand", "percent", "bps", "basis"}
+
+
+def _expanded(words: list[str]) -> list[str]:
+    out: list[str] = []
+    for w in words:
+        out += ABBREVIATIONS[w].split() if w in ABBREVIATIONS else [w]
+    return out
+
+
 def stems(text: str) -> set[str]:
-    return {stem(w) for w in content_words(text)}
+    """Stemmed content words, abbreviations spelt out ('EPS' -> earn, share)."""
+    return {stem(w) for w in content_words(" ".join(_expanded(content_words(text))))}
+
+
+def _tokens(text: str) -> list[tuple[str, bool]]:
+    """(stem, is a figure) for each word or number; a number is a figure with '$', '%' or a scale word after it."""
+    raw = _TOKEN.findall(text)
+    out: list[tuple[str, bool]] = []
+    for i, tok in enumerate(raw):
+        if tok in _BREAK:
+            out.append((tok, False))
+        elif tok[0] in "$0123456789":
+            nxt = raw[i + 1].lower() if i + 1 < len(raw) else ""
+            out.append((tok, "$" in tok or "%" in tok or nxt in _SCALE_WORDS))
+        else:
+            out += [(stem(w), False) for w in _expanded([tok.lower().strip("'")])]
+    return out
+
+
+_CHANGE_BEFORE = {"up", "down", "by", "increas", "decreas", "grew", "rose", "fell", "declin", "improv", "expand", "contract"}
+_CHANGE_AFTER = {"increase", "decrease", "decline", "higher", "lower", "below", "above", "improvement", "reduction", "growth",
+                 "increas", "decreas", "declin"}
+
+
+def _is_level(toks: list[tuple[str, bool]], at: int) -> bool:
+    """The figure at `at` is a level ('was $X', 'to $X'), not a change ('up $X', '$X increase')."""
+    before = [w for w, _ in toks[max(0, at - 2):at]]
+    after = [w for w, fig in toks[at + 1:at + 3] if not fig]
+    if before and before[-1] == "to":
+        return True
+    if any(w in _CHANGE_BEFORE for w in before):
+        return False
+    skip = 1 if after and after[0] in {"million", "billion", "thousand", "percent", "basi", "bps"} else 0
+    return not (len(after) > skip and after[skip] in _CHANGE_AFTER)
+
+
+def _nearest(toks: list[tuple[str, bool]], figures: list[int], first: int, last: int, reach: int) -> list[int]:
+    """The metric's own figures: those after it in the same clause ('<metric> was $X'), and one just before it
+    ('$X of <metric>'); a figure further on, past a comma, belongs to something else."""
+    stop = next((i for i in range(last + 2, len(toks)) if toks[i][0] in _BREAK), len(toks))
+    out = [f for f in figures if last < f <= min(last + reach, stop)]
+    before = next((f for f in reversed(figures) if first - 4 <= f < first), None)
+    if before is not None and not any(toks[i][0] in _BREAK for i in range(before, first)):
+        out.append(before)
+    return out
+
+
+def states_metric(text: str, words: set[str], need: int, reach: int = 8, change_ok: bool = False) -> bool:
+    """The metric's words stand together (within a few words of each other) with a figure close by, before or
+    after ('<metric> was $X', '$X of <metric>'); a change ('up $X') counts only when the question asks for one."""
+    toks = _tokens(text)
+    hits = [i for i, (w, _) in enumerate(toks) if w in words]
+    figures = [i for i, (_, fig) in enumerate(toks) if fig]
+    for start in hits:
+        window = [i for i in hits if start <= i <= start + len(words) + 2]
+        if len({toks[i][0] for i in window}) < need:
+            continue
+        if any(change_ok or _is_level(toks, f) for f in _nearest(toks, figures, window[0], window[-1], reach)):
+            return True
+    return False
 
 
 def metric_stems(topic: str) -> set[str]:
@@ -44,10 +116,13 @@ def label_period(label: str) -> tuple[int, int] | None:
     return (int(m.group(2)), int(m.group(1))) if m else None
 
 
-def addresses(text: str, words: set[str], numeric: bool = True, need: int = 1) -> bool:
-    """The statement speaks of at least `need` of these words, with a figure when the part is numeric."""
+def addresses(text: str, words: set[str], numeric: bool = True, need: int = 1, near: bool = False, change_ok: bool = False) -> bool:
+    """The statement speaks of at least `need` of these words, with a figure when the part is numeric (`near`: the
+    words together, with the figure close by)."""
     if not words or (numeric and not numbers(text)):
         return False
+    if near:
+        return states_metric(text, words, need, change_ok=change_ok)
     return len(words & stems(text)) >= need
 
 
@@ -77,11 +152,19 @@ class Part(BaseModel):
     words: set[str]
     numeric: bool
     need: int = 1  # how many of the words a statement must speak of
+    metric: bool = False  # the metric the question names: its words must stand together, with a figure close by
+    change_ok: bool = False  # the question asks how the metric changed: a change is an answer, not only a level
+
+
+def asks_change(question: str) -> bool:
+    return any(name == "growth" for name, _ in concepts_asked(question))
 
 
 def question_parts(question: str, topic: str) -> list[Part]:
-    parts = [Part(name=name, words=words, numeric=name not in NON_NUMERIC) for name, words in concepts_asked(question)]
+    asked = concepts_asked(question)
+    parts = [Part(name=name, words=words, numeric=name not in NON_NUMERIC) for name, words in asked]
     metric = metric_stems(topic)
     if metric:
-        parts.append(Part(name=" ".join(sorted(metric)), words=metric, numeric=True, need=math.ceil(2 * len(metric) / 3)))
+        parts.append(Part(name=" ".join(sorted(metric)), words=metric, numeric=True, need=math.ceil(2 * len(metric) / 3), metric=True,
+                          change_ok=asks_change(question)))
     return parts

@@ -101,7 +101,7 @@ def route_sources(question: str) -> list[DataSource]:
 # ---------- tense and period: what a figure is about ----------
 # a sentence about the future: a forecast, an outlook, a plan
 FORWARD_LOOKING = re.compile(
-    r"\b(?:expect|expects|expected|expecting|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
+    r"\b(?:expect|expects|expected(?! credit loss)|expecting|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
     r"forecast(?:s|ed|ing)?|projected|projecting|projection|will|should be|going forward|next quarter|next year|"
     r"coming quarters?|we see|targeting|plan to|planning to|likely to|intend to)\b",
     re.I,
@@ -150,3 +150,9 @@ def other_period(sentence: str, fiscal_year: int, fiscal_quarter: int) -> str | 
     quarter = {QUARTER_NAMES.get(fiscal_quarter, ""), f"q{fiscal_quarter}"}
     own = quarter | ({str(fiscal_year)} if quarter & set(named) else set())
     return next((n for n in named if n not in own), None)
+# abbreviations calls use for the metrics questions spell out (and the reverse)
+ABBREVIATIONS = {
+    "eps": "earnings per share", "nim": "net interest margin", "roe": "return on equity", "roa": "return on assets",
+    "roaa": "return on average assets", "rotce": "return on tangible common equity", "capex": "capital expenditures",
+    "opex": "operating expenses", "fcf": "free cash flow", "nii": "net interest income", "sg&a": "selling general administrative",
+}
