@@ -66,3 +66,16 @@ def test_answers_are_judged_against_their_citations_and_recorded(ctx, worker, ca
             assert fact.figure.replace(",", "") in details[fact.id]["lead"].replace(",", "")
     a = out["answers"]
     assert a["facts"] == len(facts) and a["correct_share"] == round(sum(r.correct for r in records) / len(records), 3)
+
+
+def test_a_reported_figure_leads_over_the_outlook(ctx, sample_corpus, worker):
+    """A user asked "What was NVDA's revenue last quarter?" and got the next quarter's outlook ("Total revenue is
+    expected to be ...") first, at 0.99 confidence. The reported figure must lead."""
+    from tests.integration.jobs import run_job
+
+    job, _ = run_job(ctx, question="What was NVDA's revenue last quarter?")
+    result = job.result
+    first = result.answer.split("\n")[1]  # '- Q3 2025: <first statement> [n] ...'
+    assert first.startswith("- Q3 2025: Revenue of $35.1 billion"), result.answer
+    assert "expected to be" not in first.split("]")[0]
+    assert result.confidence >= 0.7  # a right answer is not marked down
