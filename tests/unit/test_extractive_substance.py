@@ -55,7 +55,7 @@ def test_problems_of_a_statement():
 
 def test_question_parts_name_the_metric():
     parts = question_parts("What was ACME's net interest margin in Q2 2023?", "net interest margin")
-    metric = [p for p in parts if p.name == "interest margin net"]
+    metric = [p for p in parts if p.name == "net interest margin"]
     assert metric and metric[0].need == 2 and metric[0].numeric
 
 

@@ -165,6 +165,7 @@ def question_parts(question: str, topic: str) -> list[Part]:
     parts = [Part(name=name, words=words, numeric=name not in NON_NUMERIC) for name, words in asked]
     metric = metric_stems(topic)
     if metric:
-        parts.append(Part(name=" ".join(sorted(metric)), words=metric, numeric=True, need=math.ceil(2 * len(metric) / 3), metric=True,
+        name = " ".join(dict.fromkeys(w for w in content_words(topic) if stems(w) & metric))
+        parts.append(Part(name=name, words=metric, numeric=True, need=math.ceil(2 * len(metric) / 3), metric=True,
                           change_ok=asks_change(question)))
     return parts
