@@ -5,10 +5,14 @@ The procedure (reproducible: the same files and seed give the same list):
 2. Keep management's prepared remarks only (no operator, no analysts' questions), split into sentences.
 3. A candidate is a sentence where a metric phrase from general financial vocabulary (METRICS) is followed, within
    a few words and through a linking word ("was", "of", "to", "came in at", "expected to be"...), by a figure of the
-   metric's unit (a dollar amount, a per-share amount or a percentage). A figure reached through a change word
-   ("up", "by", "increased") is a change, not the metric's value, and is not taken.
+   metric's unit (a dollar amount, a per-share amount or a percentage). Not taken: a figure reached through a change
+   word ("up", "by", "increased"; but "increased 7% to $X" gives $X), a change, part or variant of the metric
+   ("an increase in deposits of", "other operating income", "excluding ..."), a mention that follows "compared
+   with" (the other period's figure), a sentence with another figure of the same unit not set apart as a comparison
+   (a list), a sentence naming a segment or division, or one stating several metrics.
 4. Reported facts must be about the call's own quarter: a sentence naming another period (the full year, a year
-   ago, another quarter or year) is left out. Guidance facts speak of the future and may name any later period.
+   ago, another quarter or year) before any "compared with" is left out. Guidance facts may name later periods, but
+   not a figure dated to the call's year or earlier ("higher than our <year> rate of X%").
 5. A sentence is guidance when it speaks of the future ("expect", "outlook", "guidance", "will be"...), once
    backward references ("above our outlook", "than we expected") are removed; otherwise it is reported.
 6. Per call, metric and kind, the candidates must agree on the figure; a disagreeing group is ambiguous (which
@@ -251,7 +255,7 @@ def _past_year_figure(sentence: str, figure: str, fiscal_year: int) -> bool:
     return any(int(y) <= fiscal_year for y in _YEAR.findall(sentence[max(0, at - 40):at]))
 
 
-def _candidates(path: Path) -> tuple[list[Fact], int]:
+def _candidates(path: Path) -> list[Fact]:
     doc = parse_transcript(path)
     stem = f"{doc.ticker}_{doc.fiscal_year}_q{doc.fiscal_quarter}"
     found: list[Fact] = []
@@ -272,7 +276,7 @@ def _candidates(path: Path) -> tuple[list[Fact], int]:
                 continue  # "higher than our <past year> tax rate of X%": the figure is a past result, not the outlook
             found.append(Fact(id=f"{stem}:{t}:{s}", ticker=doc.ticker, fiscal_year=doc.fiscal_year, fiscal_quarter=doc.fiscal_quarter,
                               speaker=turn.speaker, sentence=sent, figure=figure, metric=metric, kind=kind))
-    return found, 1
+    return found
 
 
 def _rank(seed: int, fact_id: str) -> str:
@@ -281,12 +285,8 @@ def _rank(seed: int, fact_id: str) -> str:
 
 def extract_facts(paths: Iterable[Path], per_ticker: int = 5, seed: int = 12) -> Extraction:
     """The sampled fact list from these transcript files (see the module docstring for the procedure)."""
-    everything: list[Fact] = []
-    calls = 0
-    for path in sorted(paths):
-        found, n = _candidates(path)
-        everything += found
-        calls += n
+    files = sorted(paths)
+    everything = [fact for path in files for fact in _candidates(path)]
     groups: dict[tuple[str, str, str], list[Fact]] = defaultdict(list)
     for f in everything:
         groups[(f.id.split(":")[0], f.metric, f.kind)].append(f)
@@ -305,7 +305,7 @@ def extract_facts(paths: Iterable[Path], per_ticker: int = 5, seed: int = 12) ->
                 if queues[call] and len(taken) < per_ticker:
                     taken.append(queues[call].pop(0))
         picked += taken
-    return Extraction(facts=picked, candidates=len(everything), ambiguous_groups=ambiguous, calls=calls)
+    return Extraction(facts=picked, candidates=len(everything), ambiguous_groups=ambiguous, calls=len(files))
 
 
 def transcript_files(data_dir: Path) -> list[Path]:

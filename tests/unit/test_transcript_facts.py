@@ -37,6 +37,10 @@ from agent.models.research import Citation
     ("Book value per share rose to $41.20.", []),  # 'rose to' without the change: not a linking phrase
     ("Book value per share was $41.20, a new high.", [("book value per share", "$41.20")]),
     ("Revenue was $25 this quarter.", []),  # a bare dollar amount is neither a total nor per share
+    ("We saw an increase in core deposits of $2 billion this quarter.", []),  # a change in the metric
+    ("Other operating income was $9 million in the quarter.", []),  # a part of it
+    ("Excluding one-time items, revenue was $500 million.", []),  # a variant
+    ("Net charge-offs were 0.21% of loans, compared with net charge-offs of 0.40% a year ago.", [("net charge-offs", "0.21%")]),
 ])
 def test_facts_in_sentence(sentence, expected):
     assert facts_in_sentence(sentence) == expected
@@ -87,6 +91,12 @@ def test_extraction_keeps_management_remarks_drops_ambiguity_and_samples_every_t
     }  # no operator, no analyst, no segment; ACME Q3's two net incomes disagree: ambiguous
     assert ex.ambiguous_groups == 1 and ex.calls == 3
     assert all(f.question.startswith("What") and f.sentence not in f.question for f in ex.facts)
+
+
+def test_a_past_figure_in_an_outlook_sentence_is_not_guidance(tmp_path):
+    path = call(tmp_path, "ACME_2023_q4.json", ["We expect our effective tax rate next year to be a little higher than our 2023 "
+                                                "effective tax rate of 21.5%.", "We expect our effective tax rate to be about 23% next year."])
+    assert [(f.figure, f.kind) for f in extract_facts([path]).facts] == [("23%", "guidance")]
 
 
 def test_sampling_is_reproducible_and_spread_over_tickers(tmp_path):
