@@ -12,7 +12,18 @@ import re
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
-from agent.providers.llm.extractive_judge import addresses, asks_change, label_period, metric_stems, problems, question_parts, scope_period, stems
+from agent.providers.llm.extractive_judge import (
+    addresses,
+    asks_change,
+    label_period,
+    metric_alternatives,
+    metric_stems,
+    names_metric,
+    problems,
+    question_parts,
+    scope_period,
+    stems,
+)
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.injection import is_instruction
 from agent.providers.llm.lexicon import (
@@ -103,7 +114,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         wanted = _words(req.question) | _words(req.reasoning.split(". I will")[0])
         groups = concept_groups(req.question)
         period = scope_period(req.scope)
-        metric = metric_stems(_topic(req.reasoning, req.question))
+        metric = metric_stems(_topic(req.reasoning, req.question)) - {req.scope.split(':')[0].lower()}
         need = math.ceil(2 * len(metric) / 3)
         change_ok = asks_change(req.question)
         scored: list[tuple[float, int, str, str]] = []
@@ -118,7 +129,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 concept_hits = sum(1 for g in groups if g & sw)
                 figures = numbers(sent)
                 score = overlap + 1.5 * concept_hits + (1.5 if figures else 0) + (0.5 if any("$" in f or "%" in f for f in figures) else 0)
-                headline = _headline_bonus(sent, wanted)
+                headline = _headline_bonus(sent, wanted, metric)
                 if segment and headline:
                     # "Starting with <segment>. Revenue of $X billion ...": a segment's figure, not the total
                     sent, headline = f"{segment}: {sent}", 0.0
@@ -301,13 +312,17 @@ def _segment_lead(sentence: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _headline_bonus(sentence: str, wanted: set[str]) -> float:
+def _headline_bonus(sentence: str, wanted: set[str], metric: set[str] | None = None) -> float:
     """A sentence whose subject is the asked metric itself ("Revenue of $X billion ...", "Total net sales were ...")
-    beats one about a part of it ("<Segment> revenue of ...")."""
+    beats one about a part of it ("<Segment> revenue of ..."). With a metric of several words, its subject must be
+    that metric ("net interest margin"), not one of its words ("net charge-offs")."""
     head = [stem(w.lower()) for w in re.findall(r"[A-Za-z][A-Za-z-]+", sentence)[:3]]
-    if head and head[0] in wanted:
-        return 2.0
-    if len(head) > 1 and head[0] in {"total", "overall", "consolidated", "quarterly", "record"} and head[1] in wanted:
+    lead = head[1:] if len(head) > 1 and head[0] in {"total", "overall", "consolidated", "quarterly", "record", "our", "the"} else head
+    if metric and len(metric) > 1:
+        opening = " ".join(sentence.split()[:len(metric) + 3])
+        return 2.0 if any(names_metric(opening, alt, max(1, math.ceil(2 * len(alt) / 3))) for alt in [metric, *metric_alternatives(metric)]) \
+            else 0.0
+    if lead and lead[0] in wanted:
         return 2.0
     return 0.0
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from agent.providers.llm.lexicon import (
     ABBREVIATIONS,
     ANNUAL_QUESTION,
+    METRIC_SYNONYMS,
     NON_NUMERIC,
     NOT_METRIC,
     asks_outlook,
@@ -25,8 +26,12 @@ _SCOPE = re.compile(r":(\d{4})_q([1-4])$")
 _LABEL = re.compile(r"^Q([1-4]) (\d{4})$")
 
 
+FORWARD_WORDS = {"<forward-looking>"}  # the outlook part of a question: any statement about the future answers it
 _TOKEN = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?|[A-Za-z][A-Za-z&\-']*|[,;:]")
 _BREAK = {",", ";", ":"}
+# words that may stand inside a metric's name without changing it ('earnings per diluted share')
+_FILLERS = {"per", "of", "on", "the", "a", "an", "diluted", "adjusted", "average", "common", "total", "gaap", "reported", "core",
+            "tangible", "fully", "profit"}
 _SCALE_WORDS = {"million", "billion", "thousand", "percent", "bps", "basis"}
 
 
@@ -85,19 +90,35 @@ def _nearest(toks: list[tuple[str, bool]], figures: list[int], first: int, last:
     return out
 
 
-def states_metric(text: str, words: set[str], need: int, reach: int = 8, change_ok: bool = False) -> bool:
-    """The metric's words stand together (within a few words of each other) with a figure close by, before or
-    after ('<metric> was $X', '$X of <metric>'); a change ('up $X') counts only when the question asks for one."""
-    toks = _tokens(text)
-    hits = [i for i, (w, _) in enumerate(toks) if w in words]
-    figures = [i for i, (_, fig) in enumerate(toks) if fig]
-    for start in hits:
-        window = [i for i in hits if start <= i <= start + len(words) + 2]
-        if len({toks[i][0] for i in window}) < need:
+def _runs(toks: list[tuple[str, bool]], words: set[str], need: int) -> list[tuple[int, int]]:
+    """(first, last) token of each run of the metric's words with only fillers between them, holding `need` of them."""
+    out = []
+    for start, (w, _) in enumerate(toks):
+        if w not in words:
             continue
-        if any(change_ok or _is_level(toks, f) for f in _nearest(toks, figures, window[0], window[-1], reach)):
-            return True
-    return False
+        window = [start]
+        for i in range(start + 1, len(toks)):
+            if toks[i][0] in words:
+                window.append(i)
+            elif toks[i][0] not in _FILLERS:
+                break
+        if len({toks[i][0] for i in window}) >= need:
+            out.append((window[0], window[-1]))
+    return out
+
+
+def names_metric(text: str, words: set[str], need: int) -> bool:
+    """The text names the metric: its words in a run ('net income'; not 'net interest income')."""
+    return bool(_runs(_tokens(text), words, need))
+
+
+def states_metric(text: str, words: set[str], need: int, reach: int = 8, change_ok: bool = False) -> bool:
+    """The metric's words stand together with a figure close by, before or after ('<metric> was $X', '$X of
+    <metric>'); a change ('up $X') counts only when the question asks for one."""
+    toks = _tokens(text)
+    figures = [i for i, (_, fig) in enumerate(toks) if fig]
+    return any(change_ok or _is_level(toks, f)
+               for first, last in _runs(toks, words, need) for f in _nearest(toks, figures, first, last, reach))
 
 
 def metric_stems(topic: str) -> set[str]:
@@ -119,11 +140,24 @@ def label_period(label: str) -> tuple[int, int] | None:
 def addresses(text: str, words: set[str], numeric: bool = True, need: int = 1, near: bool = False, change_ok: bool = False) -> bool:
     """The statement speaks of at least `need` of these words, with a figure when the part is numeric (`near`: the
     words together, with the figure close by)."""
+    if words == FORWARD_WORDS:
+        return is_forward_looking(text)
     if not words or (numeric and not numbers(text)):
         return False
     if near:
-        return states_metric(text, words, need, change_ok=change_ok)
+        return any(states_metric(text, alt, need if alt is words else math.ceil(2 * len(alt) / 3), change_ok=change_ok)
+                   for alt in [words, *metric_alternatives(words)])
     return len(words & stems(text)) >= need
+
+
+def metric_alternatives(words: set[str]) -> list[set[str]]:
+    """The metric's words with a phrase replaced by another name for it ('net income' -> 'earnings')."""
+    out = []
+    for phrase, names in METRIC_SYNONYMS.items():
+        own = stems(phrase)
+        if own <= words:
+            out += [(words - own) | stems(name) for name in names]
+    return out
 
 
 def problems(text: str, question: str, period: tuple[int, int] | None) -> list[str]:
@@ -162,7 +196,7 @@ def asks_change(question: str) -> bool:
 
 def question_parts(question: str, topic: str) -> list[Part]:
     asked = concepts_asked(question)
-    parts = [Part(name=name, words=words, numeric=name not in NON_NUMERIC) for name, words in asked]
+    parts = [Part(name=name, words=FORWARD_WORDS if name == "guidance" else words, numeric=name not in NON_NUMERIC) for name, words in asked]
     metric = metric_stems(topic)
     if metric:
         name = " ".join(dict.fromkeys(w for w in content_words(topic) if stems(w) & metric))

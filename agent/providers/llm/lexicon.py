@@ -129,7 +129,7 @@ QUARTER_NAMES = {1: "first quarter", 2: "second quarter", 3: "third quarter", 4:
 ANNUAL_QUESTION = re.compile(r"\b(?:full[- ]year|annual|fiscal year|for the year|fy ?\d{2,4}|10-?k)\b", re.I)
 # words of a question that say what is asked about, not which metric: left out when matching the metric
 NOT_METRIC = {stem(w) for w in """what was were how much did say said report reported give gave tell its their his her
-    outlook guidance expect expected forecast provide provided company company's results result number figure value amount
+    outlook guidance expect expected forecast provide provided company company's results result number figure amount
     level drove drive driven why reason reasons behind cause change changed trend trends grow grown growth""".split()}
 
 
@@ -155,4 +155,13 @@ ABBREVIATIONS = {
     "eps": "earnings per share", "nim": "net interest margin", "roe": "return on equity", "roa": "return on assets",
     "roaa": "return on average assets", "rotce": "return on tangible common equity", "capex": "capital expenditures",
     "opex": "operating expenses", "fcf": "free cash flow", "nii": "net interest income", "sg&a": "selling general administrative",
+}
+# names calls use for the same metric: an answer that says "earned $X" answers a question about net income
+METRIC_SYNONYMS = {
+    "net income": ["earnings", "earned", "net earnings", "profit"],
+    "earnings": ["net income", "earned", "profit"],
+    "revenue": ["sales", "revenues"],
+    "sales": ["revenue", "revenues"],
+    "expenses": ["costs"],
+    "costs": ["expenses"],
 }
