@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent.eval.financebench_answers import AnswersSummary, Split
+from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,12 +56,13 @@ def provider_line(settings: Settings) -> str:
     return f"Provider: **{settings.llm_provider}**."
 
 
-def select_questions(questions: list, data_dir: Path) -> tuple[list, list]:
+def select_questions(questions: list[FinanceBenchQuestion], data_dir: Path) -> tuple[list[FinanceBenchQuestion], list[FinanceBenchQuestion]]:
     """(kept, skipped): a question whose document has no pages file is skipped (nothing to answer it from); a
     question that names no document (a blind file) is kept."""
-    kept, skipped = [], []
+    kept: list[FinanceBenchQuestion] = []
+    skipped: list[FinanceBenchQuestion] = []
     for q in questions:
-        doc = getattr(q, "doc_name", None)
+        doc = q.doc_name
         (skipped if doc and not (data_dir / "pages" / f"{doc}.jsonl.gz").is_file() else kept).append(q)
     return kept, skipped
 
@@ -190,12 +192,17 @@ def markdown(summary: AnswersSummary, provider: str, command: str, skipped: int)
         "goes to the judge, or stays unscored.", "",
         _md_table(_rows([o]), HEADER), "", "By question type:", "", _md_table(_rows(summary.by_question_type), HEADER), "",
         "By reasoning type:", "", _md_table(_rows(summary.by_reasoning), HEADER), "",
-        "Decided by: " + ", ".join(f"{k} {v}" for k, v in summary.by_method.items())
-        + (f". The judge agrees with the rules on {_pct(summary.judge_agreement)} of the questions both decided." if summary.judge_agreement is not None else "."),
+        "Decided by: " + ", ".join(f"{k} {v}" for k, v in summary.by_method.items()) + _agreement(summary),
         "", "Reference points (not measured here):", "",
         _md_table([(name, _pct(value)) for name, value in summary.reference], ("system", "correct")),
     ]
     return "\n".join(parts)
+
+
+def _agreement(summary: AnswersSummary) -> str:
+    if summary.judge_agreement is None:
+        return "."
+    return f". The judge agrees with the rules on {_pct(summary.judge_agreement)} of the questions both decided."
 
 
 def write_section(path: Path, name: str, body: str) -> None:

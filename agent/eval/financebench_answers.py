@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from agent import batches
 from agent.context import Context
 from agent.eval.calibration import early_terminated
+from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.eval.scoring import Score, score_answer
 from agent.models.batch import BatchItem
 from agent.settings import Settings
@@ -28,19 +29,6 @@ QUESTION_TYPES = ("metrics-generated", "domain-relevant", "novel-generated")
 PAPER_REFERENCE = [("GPT-4-Turbo, shared vector store", 0.19), ("GPT-4-Turbo, per-document vector store", 0.50),
                    ("GPT-4-Turbo, long context", 0.79), ("GPT-4-Turbo, oracle (evidence pages given)", 0.85),
                    ("StrataLens (claimed)", 0.91)]
-
-
-class QuestionLike(Protocol):
-    financebench_id: str
-    question: str
-
-
-class GradedQuestion(Protocol):
-    financebench_id: str
-    question: str
-    answer: str | None
-    question_type: str | None
-    question_reasoning: str | None
 
 
 class AnswerPrompt(BaseModel):
@@ -65,7 +53,7 @@ class Answered(BaseModel):
     error: str | None = None
 
 
-def prompts_for(questions: list[QuestionLike]) -> list[AnswerPrompt]:
+def prompts_for(questions: list[FinanceBenchQuestion]) -> list[AnswerPrompt]:
     return [AnswerPrompt(id=q.financebench_id, question=q.question) for q in questions]
 
 
@@ -136,7 +124,7 @@ class JudgeVerdictLike(Protocol):
 JudgeFn = Callable[[str, str, str], JudgeVerdictLike]
 
 
-def score_questions(questions: list[GradedQuestion], answered: list[Answered], settings: Settings,
+def score_questions(questions: list[FinanceBenchQuestion], answered: list[Answered], settings: Settings,
                     judge: JudgeFn | None = None) -> list[AnswerRecord]:
     """The rules' verdict where they can decide; the judge's (when there is one) for the rest. The judge runs on every
     answered question with a gold, so its agreement with the rules can be reported."""
@@ -146,7 +134,7 @@ def score_questions(questions: list[GradedQuestion], answered: list[Answered], s
         a = by_id[q.financebench_id]
         rule = _rule(q, a)
         judged = judge(q.question, q.answer, a.answer) if judge and q.answer and a.answer.strip() else None
-        correct, method = rule.correct, rule.method
+        correct, method = rule.correct, str(rule.method)
         if correct is None and judged is not None:
             correct, method = judged.correct, "judge"
         out.append(AnswerRecord(
@@ -159,7 +147,7 @@ def score_questions(questions: list[GradedQuestion], answered: list[Answered], s
     return out
 
 
-def _rule(q: GradedQuestion, a: Answered) -> Score:
+def _rule(q: FinanceBenchQuestion, a: Answered) -> Score:
     if q.answer is None:
         return Score(correct=None, method="unscored", reason="no gold answer in the questions file")
     if a.status != "completed":

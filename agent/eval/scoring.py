@@ -118,7 +118,7 @@ def figures(text: str, exclude: set[float] | None = None) -> list[Figure]:
 
 def _figure(m: re.Match[str], text: str) -> Figure | None:
     raw_num = m.group("num")
-    before, after = text[max(0, m.start() - 12):m.start()], text[m.end():m.end() + 16]
+    before = text[max(0, m.start() - 12):m.start()]
     scale_txt = (m.group("scale") or "").strip().lower()
     unit_txt = (m.group("unit") or "").strip().lower()
     cur = bool(m.group("cur"))
