@@ -17,7 +17,7 @@ from rich.table import Table
 
 from agent.eval.calibration import EARLY_DEFINITION, EvalRecord, ModeRow, Reliability
 from ops.eval_cli import eval_app
-from ops.eval_financebench_answers import DOC, ROOT, fail, write_section
+from ops.eval_financebench_answers import ROOT, fail
 from ops.report_stats import DESIGN_AVG_ITERATIONS, DESIGN_EARLY_TERMINATION_RATE
 
 RECORD_FILES = ("financebench-answers.jsonl", "transcripts-answers.jsonl")
@@ -116,7 +116,9 @@ def calibration(
     else:
         _print(loaded, rel, modes, early, plot_path)
     if write_docs:
-        write_section(DOC, "calibration", calibration_markdown(loaded, rel, modes, early, PLOT.name, bins))
+        from ops.eval_financebench import QUALITY_DOC, write_section
+
+        write_section(QUALITY_DOC, "## Calibration", calibration_markdown(loaded, rel, modes, early, PLOT.name, bins))
 
 
 def _print(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None, plot: Path) -> None:

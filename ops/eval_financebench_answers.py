@@ -21,10 +21,8 @@ from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "financebench"  # the real data beside the repository
 RECORDS_NAME = "financebench-answers.jsonl"
-DOC = ROOT / "docs" / "quality.md"
-SECTION = "financebench-answers"
+SECTION = "## FinanceBench answers"
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -67,8 +65,12 @@ def select_questions(questions: list[FinanceBenchQuestion], data_dir: Path) -> t
     return kept, skipped
 
 
-def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None, limit: int | None, judge: bool | None,
-                as_json: bool, write_docs: bool, timeout_s: float, ingest: bool = True) -> None:
+def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None, limit: int | None = None,
+                judge: bool | None = None, as_json: bool = False, write_docs: bool = False, endpoint: str | None = None,
+                inline_ingest: bool = False, timeout_s: float = 4 * 3600) -> None:
+    """The whole eval: questions read and checked, the filings' pages ingested (unchanged files skipped), every
+    question answered by a research job on the workers, the answers scored, the records and the report written."""
+    use_endpoint(endpoint)
     from agent.eval.calibration import write_records
     from agent.eval.financebench_answers import answer_questions, prompts_for, score_questions, summarise
     from agent.eval.financebench_questions import QuestionsFileError, load_questions
@@ -91,10 +93,8 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None, limit
     if judge and not judge_enabled(settings):
         fail("--judge needs an OpenAI-compatible endpoint: pass --endpoint URL (or set FINAGENT_LLM_PROVIDER=openai)")
     use_judge = judge_enabled(settings) if judge is None else judge
-    ctx = bootstrap(settings)
-    if ingest:
-        _ingest(ctx, data_dir)
     ctx = bootstrap(settings, workers=True)
+    _ingest(ctx, data_dir, fanout=not inline_ingest, quiet=as_json)
     say = err.print
     say(provider_line(settings))
     with Progress(TextColumn("[bold]answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
@@ -113,22 +113,23 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None, limit
     else:
         print_summary(summary, provider_line(settings), len(skipped))
     if write_docs:
-        write_section(DOC, SECTION, markdown(summary, provider_line(settings), command, len(skipped)))
-        say(f"wrote the '{SECTION}' section of {DOC.relative_to(ROOT)}")
+        from ops.eval_financebench import QUALITY_DOC, write_section
+
+        write_section(QUALITY_DOC, SECTION, markdown(summary, provider_line(settings), command, len(skipped)))
+        say(f"wrote the '{SECTION}' section of docs/quality.md")
 
 
-def _ingest(ctx, data_dir: Path) -> None:
-    """The filings' pages into the store (idempotent: unchanged files are skipped by content hash)."""
+def _ingest(ctx, data_dir: Path, fanout: bool, quiet: bool) -> None:
+    """The filings' pages into the store: all of them, the paper's shared store (unchanged files are skipped)."""
     from ops.financebench_ingest import PagesDirError, ingest_financebench
 
     err.print(f"ingesting the filing pages under {data_dir} (unchanged files are skipped)")
     try:
-        report = ingest_financebench(ctx, data_dir, quiet=True)
+        report = ingest_financebench(ctx, data_dir, fanout=fanout, quiet=quiet)
     except PagesDirError as exc:
         fail(str(exc))
-    bad = [f for f in report.files if f.status == "error"]
-    for f in bad:
-        err.print(f"{f.path}: {f.reason}", style="yellow", markup=False, highlight=False)
+    for f in report.errors:
+        err.print(f"not ingested: {f.path}: {f.reason}", style="yellow", markup=False, highlight=False)
 
 
 def command_line(questions_path: Path, mode: str | None, limit: int | None) -> str:
@@ -181,7 +182,7 @@ def markdown(summary: AnswersSummary, provider: str, command: str, skipped: int)
     o = summary.overall
     judge = f"LLM judge: {summary.judge}." if summary.judge else "No LLM judge (no endpoint): questions the rules cannot decide stay unscored."
     parts = [
-        "## FinanceBench answers", "", provider, "", f"`{command}`", "",
+        SECTION, "", provider, "", f"`{command}`", "",
         f"{o.questions} questions{f' ({skipped} skipped: no pages for their document)' if skipped else ''}, each a research job "
         "on the batch queue of real Celery workers; the jobs see only the question text. "
         f"{o.correct} correct, {o.wrong} wrong, {o.unscored} unscored: **{_pct(o.accuracy)}** of all questions "
@@ -203,17 +204,3 @@ def _agreement(summary: AnswersSummary) -> str:
     if summary.judge_agreement is None:
         return "."
     return f". The judge agrees with the rules on {_pct(summary.judge_agreement)} of the questions both decided."
-
-
-def write_section(path: Path, name: str, body: str) -> None:
-    """Replace the text between <!-- quality:NAME:start --> and <!-- quality:NAME:end --> (appended if absent)."""
-    start, end = f"<!-- quality:{name}:start -->", f"<!-- quality:{name}:end -->"
-    block = f"{start}\n{body.strip()}\n{end}"
-    text = path.read_text() if path.exists() else "# Research quality\n"
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
