@@ -42,14 +42,15 @@ _FIGURE = re.compile(
     r"(?P<cur>(?:US\$|USD|\$|\u20ac|\u00a3|EUR|GBP)\s?)?"
     r"(?P<sign2>(?(cur)[-\u2212]|(?!)))?"
     r"(?P<num>(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+(?:\.\d+)?|(?<![\w.,\d])\.\d+)"
-    r"(?P<scale>\s?(?:" + _SCALE_WORDS + r")\b|(?:[kKmMbBtT])(?![A-Za-z]))?"
+    r"(?P<scale>\s?(?:" + _SCALE_WORDS + r")\b|(?(cur)[kKmMbBtT](?![A-Za-z])|(?!)))?"
     r"(?P<unit>\s?(?:%|percent(?:age points?)?\b|per\s?cent\b|pp\b|bps\b|basis points\b)|x(?![A-Za-z])|\s?times\b)?"
     r"(?P<close>\))?",
     re.I,
 )
 _MONTH_DAY = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
                         r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+\d{1,2}\b(?![.,]\d|\s*(?:%|percent|million|billion))", re.I)
-_REFERENCE = re.compile(r"\b(?:item|note|notes|page|pages|part|section|exhibit|schedule|rule|form|level|tier|phase)\s*$", re.I)
+_REFERENCE = re.compile(r"\b(?:item|note|notes|page|pages|part|section|exhibit|schedule|rule|form|level|tier|phase|table|figure|"
+                        r"metric|step|appendix|chart)\s*$", re.I)
 _COUNT_AFTER = re.compile(r"^(?:-[A-Za-z]|\s?(?:years?|months?|quarters?|weeks?|decimal places?|places?)\b)", re.I)
 _PER_SHARE = re.compile(r"per\s+(?:basic\s+|diluted\s+|common\s+)*share|/share|\beps\b|earnings per share|dividends? (?:per share|of)", re.I)
 _DECREASE = re.compile(r"\b(?:decreas\w*|declin\w*|drop\w*|fell|fall\w*|lower\w*|loss\w*|negative|down|shrank|shrink\w*|"

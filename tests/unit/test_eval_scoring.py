@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.eval.scoring import declared_scale, figures, gold_kind, score_answer, stated_figures
+from agent.eval.scoring import _FIGURE, declared_scale, figures, gold_kind, score_answer, stated_figures
 
 
 def _texts(text: str) -> list[str]:
@@ -36,7 +36,7 @@ def test_a_figure_is_read_with_its_sign_scale_and_unit(text, number, scale, unit
 @pytest.mark.parametrize("text", [
     "In fiscal 2031 the plan changed.", "FY2027 and FY 2026 results", "Q3 and 4Q29 and H2", "as cited [3] and [10K2]",
     "the 10-K for the year", "see Item 8 and Note 14 on page 61", "as of September 30, 2029", "a 5-year plan",
-    "a 4 year average", "round to two decimal places",
+    "a 4 year average", "round to two decimal places", "3M and 10K are names", "Metric 2 and Table 4",
 ])
 def test_labels_years_markers_dates_and_counts_are_not_figures(text):
     assert figures(text) == []
@@ -140,3 +140,27 @@ def test_yes_no_golds():
 def test_text_golds_need_their_content_words_and_are_never_failed_by_overlap():
     assert score_answer("Which line item?", "Deferred revenue", "The largest item is deferred revenue [2].").correct is True
     assert score_answer("Which line item?", "Deferred revenue", "Accrued wages are the largest.").correct is None
+
+
+# ---------- a property of the real gold answers (no rule was written from them) ----------
+def _moved(text: str) -> str:
+    """Every figure moved by 10% (and at least one unit of its last digit), written at its own precision."""
+    def move(m):
+        n = m.group("num")
+        decimals = len(n.partition(".")[2])
+        value = float(n.replace(",", ""))
+        value += max(0.1 * abs(value), 10 ** -decimals)
+        return m.group().replace(n, f"{value:.{decimals}f}")
+    return _FIGURE.sub(move, text)
+
+
+def test_every_gold_matches_itself_and_never_its_figures_moved(shared_data):
+    import json
+
+    rows = [json.loads(line) for line in (shared_data / "financebench" / "questions_dev.jsonl").read_text().splitlines() if line.strip()]
+    assert rows
+    for row in rows:
+        question, gold = row["question"], row["answer"]
+        assert score_answer(question, gold, gold).correct is True, gold
+        if figures(gold):
+            assert score_answer(question, gold, _moved(gold)).correct is not True, (gold, _moved(gold))
