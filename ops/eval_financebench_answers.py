@@ -23,6 +23,7 @@ from agent.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS_NAME = "financebench-answers.jsonl"
 SECTION = "## FinanceBench answers"
+PLOT_NAME = "financebench_answers.png"
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -115,6 +116,7 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None
     if write_docs:
         from ops.eval_financebench import QUALITY_DOC, write_section
 
+        (QUALITY_DOC.parent / PLOT_NAME).write_bytes(answers_plot(summary))
         write_section(QUALITY_DOC, SECTION, markdown(summary, provider_line(settings), command, len(skipped)))
         say(f"wrote the '{SECTION}' section of docs/quality.md")
 
@@ -194,7 +196,7 @@ def markdown(summary: AnswersSummary, provider: str, command: str, skipped: int)
         _md_table(_rows([o]), HEADER), "", "By question type:", "", _md_table(_rows(summary.by_question_type), HEADER), "",
         "By reasoning type:", "", _md_table(_rows(summary.by_reasoning), HEADER), "",
         "Decided by: " + ", ".join(f"{k} {v}" for k, v in summary.by_method.items()) + _agreement(summary),
-        "", "Reference points (not measured here):", "",
+        "", f"![FinanceBench answers]({PLOT_NAME})", "", "Reference points (not measured here):", "",
         _md_table([(name, _pct(value)) for name, value in summary.reference], ("system", "correct")),
     ]
     return "\n".join(parts)
@@ -204,3 +206,32 @@ def _agreement(summary: AnswersSummary) -> str:
     if summary.judge_agreement is None:
         return "."
     return f". The judge agrees with the rules on {_pct(summary.judge_agreement)} of the questions both decided."
+
+
+def answers_plot(summary: AnswersSummary) -> bytes:
+    """Share correct, overall and per question type, against the published reference points."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    splits = [summary.overall, *summary.by_question_type]
+    fig = Figure(figsize=(8, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    xs = range(len(splits))
+    ax.bar(xs, [s.accuracy for s in splits], color="#1565c0", label="correct (of all questions)")
+    ax.bar(xs, [s.unscored / s.questions if s.questions else 0 for s in splits], bottom=[s.accuracy for s in splits],
+           color="#b0bec5", label="unscored")
+    for name, value in summary.reference:
+        ax.axhline(value, color="#c62828", linestyle=":", linewidth=1)
+        ax.text(len(splits) - 0.5, value, f" {name} {value:.0%}", va="center", fontsize=7, color="#c62828")
+    ax.set_xticks(list(xs), [f"{s.name}\n(n={s.questions})" for s in splits])
+    ax.set_xlim(-0.5, len(splits) + 1.6)
+    ax.set_ylim(0, 1.0)
+    ax.set_ylabel("share of questions")
+    ax.set_title(f"FinanceBench answers, provider {summary.provider}")
+    ax.legend(loc="upper left", fontsize="small")
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 from typer.testing import CliRunner
 
-from agent.eval.financebench_answers import AnswerPrompt, Answered, prompts_for, score_questions, summarise
+from agent.eval.financebench_answers import Answered, AnswerPrompt, prompts_for, score_questions, summarise
 from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.settings import Settings
 
@@ -134,3 +134,11 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(run, tmp_path, 
         assert message in result.output, (message, result.output)
         assert len([line for line in result.output.splitlines() if line.strip()]) <= 2, result.output
     assert not (tmp_path / "data" / "postgres").exists() and not (tmp_path / "data" / "eval").exists()
+
+
+def test_the_answers_plot_is_a_png():
+    from ops.eval_financebench_answers import answers_plot
+
+    records = score_questions([_q(1, "$120.00"), _q(2, "Yes, renewed.", "novel-generated")],
+                              [_a(1, "Revenue was $120 million."), _a(2, "It was extended.")], Settings())
+    assert answers_plot(summarise(records, "extractive", None))[:8] == b"\x89PNG\r\n\x1a\n"
