@@ -165,7 +165,7 @@ def print_summary(summary: AnswersSummary, provider: str, skipped: int) -> None:
     console = Console()
     console.print(provider)
     for title, splits in (("FinanceBench answers", [summary.overall]), ("by question type", summary.by_question_type),
-                          ("by reasoning", summary.by_reasoning)):
+                          ("by reasoning", summary.by_reasoning), ("by half", summary.by_half)):
         table = Table(*HEADER, title=title)
         for row in _rows(splits):
             table.add_row(*row)
@@ -195,6 +195,8 @@ def markdown(summary: AnswersSummary, provider: str, command: str, skipped: int)
         "goes to the judge, or stays unscored.", "",
         _md_table(_rows([o]), HEADER), "", "By question type:", "", _md_table(_rows(summary.by_question_type), HEADER), "",
         "By reasoning type:", "", _md_table(_rows(summary.by_reasoning), HEADER), "",
+        "By half (a fixed split by a hash of the question id, the same as the retrieval eval's; the scoring rules were "
+        "written from made-up examples, not from either half):", "", _md_table(_rows(summary.by_half), HEADER), "",
         "Decided by: " + ", ".join(f"{k} {v}" for k, v in summary.by_method.items()) + _agreement(summary),
         "", f"![FinanceBench answers]({PLOT_NAME})", "", "Reference points (not measured here):", "",
         _md_table([(name, _pct(value)) for name, value in summary.reference], ("system", "correct")),

@@ -18,6 +18,7 @@ from agent import batches
 from agent.context import Context
 from agent.eval.calibration import early_terminated
 from agent.eval.financebench_questions import FinanceBenchQuestion
+from agent.eval.financebench_retrieval import half_of
 from agent.eval.scoring import Score, score_answer
 from agent.models.batch import BatchItem
 from agent.settings import Settings
@@ -106,6 +107,8 @@ class AnswerRecord(BaseModel):
     method: str  # how `correct` was decided: a rule's method, "judge", or "unscored"
     reason: str
     rule_correct: bool | None
+    matched: list[str] = []  # the answer's figures that matched the gold's
+    answer_figures: int = 0  # figures the answer states
     judge_correct: bool | None = None
     judge_reasoning: str | None = None
     question: str
@@ -141,7 +144,7 @@ def score_questions(questions: list[FinanceBenchQuestion], answered: list[Answer
             id=q.financebench_id, mode=a.mode, confidence=a.confidence, correct=correct, iterations=a.iterations,
             early_terminated=early_terminated(a.status, a.iterations, _max_iterations(settings, a.mode)), status=a.status,
             question_type=q.question_type, question_reasoning=q.question_reasoning, method=method, reason=rule.reason,
-            rule_correct=rule.correct, judge_correct=judged.correct if judged else None,
+            rule_correct=rule.correct, matched=rule.matched, answer_figures=rule.answer_figures, judge_correct=judged.correct if judged else None,
             judge_reasoning=judged.reasoning if judged else None, question=q.question, gold=q.answer, answer=a.answer,
             job_id=a.job_id, termination_reason=a.termination_reason, seconds=a.seconds))
     return out
@@ -179,6 +182,7 @@ class AnswersSummary(BaseModel):
     overall: Split
     by_question_type: list[Split]
     by_reasoning: list[Split]
+    by_half: list[Split]  # a fixed split by a hash of the id (financebench_retrieval.half_of)
     by_method: dict[str, int]
     judge_agreement: float | None  # share of rule-decided questions where the judge agrees with the rules
     reference: list[tuple[str, float]] = PAPER_REFERENCE
@@ -209,5 +213,6 @@ def summarise(records: list[AnswerRecord], provider: str, judge: str | None) -> 
         provider=provider, judge=judge, overall=split("all", records),
         by_question_type=_grouped(records, lambda r: r.question_type or "unknown", QUESTION_TYPES),
         by_reasoning=_grouped(records, lambda r: r.question_reasoning or "(none given)"),
+        by_half=_grouped(records, lambda r: f"half {half_of(r.id)}", ("half a", "half b")),
         by_method=dict(sorted(methods.items())),
         judge_agreement=sum(r.rule_correct == r.judge_correct for r in both) / len(both) if both else None)

@@ -83,6 +83,7 @@ class Score(BaseModel):
     reason: str
     gold_figures: list[str] = []
     matched: list[str] = []  # the answer's figures that matched a gold figure, as written
+    answer_figures: int = 0  # figures the answer states: many make a chance match likelier
 
 
 # ---------- reading figures ----------
@@ -256,6 +257,7 @@ def score_answer(question: str, gold: str, answer: str | None) -> Score:
     q_scale = declared_scale(question)
     a_scale = declared_scale(answer)
     stated = stated_figures(answer, question)
+    n = len(stated)
     if kind in ("figure", "figures"):
         targets = gold_figs[:1] if kind == "figure" else gold_figs
         hits = [next((a for a in stated if figures_match(a, g, q_scale, a_scale)), None) for g in targets]
@@ -265,12 +267,12 @@ def score_answer(question: str, gold: str, answer: str | None) -> Score:
         if all(hits) and (kind == "figure" or not gold_pol or answer_pol == gold_pol):
             return Score(correct=True, method="numeric" if kind == "figure" else "figures",
                          reason="every gold figure is stated" if kind == "figures" else "the gold figure is stated",
-                         gold_figures=shown, matched=matched)
+                         gold_figures=shown, matched=matched, answer_figures=n)
         if kind == "figure":
-            return Score(correct=False, method="numeric", reason=f"none of the answer's {len(stated)} figures matches the gold",
-                         gold_figures=shown)
+            return Score(correct=False, method="numeric", reason=f"none of the answer's {n} figures matches the gold",
+                         gold_figures=shown, answer_figures=n)
         why = f"{len(matched)} of {len(targets)} gold figures stated" + ("; the answer does not say yes or no" if gold_pol and all(hits) else "")
-        return Score(correct=None, method="unscored", reason=why, gold_figures=shown, matched=matched)
+        return Score(correct=None, method="unscored", reason=why, gold_figures=shown, matched=matched, answer_figures=n)
     if kind == "yes_no" and not answer_pol:
         return Score(correct=None, method="unscored", reason="the gold is a yes/no; the answer does not say yes or no")
     return _lexical(gold, answer, kind)
