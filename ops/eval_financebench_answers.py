@@ -97,7 +97,10 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None
     ctx = bootstrap(settings, workers=True)
     _ingest(ctx, data_dir, fanout=not inline_ingest, quiet=as_json)
     say = err.print
-    say(provider_line(settings))
+    embedder = settings.embedding_provider if ctx.embedder.name == settings.embedding_provider else \
+        f"{settings.embedding_provider} ({ctx.embedder.name})"
+    provider = provider_line(settings) + f" Embedder: `{embedder}`."
+    say(provider)
     with Progress(TextColumn("[bold]answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task("answers", total=len(questions))
         answered = answer_questions(ctx, CeleryDispatcher(), prompts_for(questions), mode=mode, timeout_s=timeout_s,
@@ -110,14 +113,15 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None
     say(f"records: {out}")
     command = command_line(questions_path, mode, limit)
     if as_json:
-        typer.echo(json.dumps(summary.model_dump(mode="json") | {"records": str(out), "skipped_no_pages": len(skipped)}, indent=2))
+        extra = {"records": str(out), "skipped_no_pages": len(skipped), "embedder": embedder}
+        typer.echo(json.dumps(summary.model_dump(mode="json") | extra, indent=2))
     else:
-        print_summary(summary, provider_line(settings), len(skipped))
+        print_summary(summary, provider, len(skipped))
     if write_docs:
         from ops.eval_financebench import QUALITY_DOC, write_section
 
         (QUALITY_DOC.parent / PLOT_NAME).write_bytes(answers_plot(summary))
-        write_section(QUALITY_DOC, SECTION, markdown(summary, provider_line(settings), command, len(skipped)))
+        write_section(QUALITY_DOC, SECTION, markdown(summary, provider, command, len(skipped)))
         say(f"wrote the '{SECTION}' section of docs/quality.md")
 
 
