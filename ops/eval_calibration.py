@@ -103,8 +103,8 @@ def calibration(
     if not loaded:
         fail(f"{', '.join(map(str, present))}: no records")
     rel = reliability(loaded, bins)
-    modes = mode_rows(loaded, DESIGN_AVG_ITERATIONS)
-    early = overall_early_rate(loaded)
+    modes = mode_rows(loaded, DESIGN_AVG_ITERATIONS, {m.value: cfg.max_iterations for m, cfg in settings.modes.items()})
+    early = overall_early_rate(modes)
     png = reliability_plot(rel, f"Reliability: {_sources(loaded)}")
     plot_path = PLOT if write_docs else settings.data_dir / "eval" / "calibration.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)

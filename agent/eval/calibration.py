@@ -118,25 +118,34 @@ class ModeRow(BaseModel):
     mode: str
     completed: int
     avg_iterations: float | None
-    early_rate: float | None
+    early_rate: float | None  # None for a mode the settings do not know
     design_avg_iterations: float | None
 
 
-def mode_rows(records: list[EvalRecord], design: dict[str, float]) -> list[ModeRow]:
+def _completed(records: list[EvalRecord]) -> dict[str, list[EvalRecord]]:
+    """Records of jobs that ran to an answer, by mode (a record without a status counts when it has a mode and iterations)."""
     groups: dict[str, list[EvalRecord]] = {}
     for r in records:
-        if r.status in (None, "completed") and r.iterations is not None:
-            groups.setdefault(r.mode or "unknown", []).append(r)
+        if r.status in (None, "completed") and r.mode and r.iterations:
+            groups.setdefault(r.mode, []).append(r)
+    return groups
+
+
+def mode_rows(records: list[EvalRecord], design: dict[str, float], max_iterations: dict[str, int]) -> list[ModeRow]:
+    """Early termination is recomputed here by one rule for every source (EARLY_DEFINITION), whatever each eval wrote."""
+    groups = _completed(records)
     order = [m for m in design if m in groups] + sorted(m for m in groups if m not in design)
     rows = []
     for mode in order:
         items = groups[mode]
-        flags = [r.early_terminated for r in items if r.early_terminated is not None]
+        limit = max_iterations.get(mode)
+        early = sum(1 for r in items if limit is not None and (r.iterations or 0) < limit)
         rows.append(ModeRow(mode=mode, completed=len(items), avg_iterations=sum(r.iterations or 0 for r in items) / len(items),
-                            early_rate=sum(flags) / len(flags) if flags else None, design_avg_iterations=design.get(mode)))
+                            early_rate=early / len(items) if limit is not None else None, design_avg_iterations=design.get(mode)))
     return rows
 
 
-def overall_early_rate(records: list[EvalRecord]) -> float | None:
-    flags = [r.early_terminated for r in records if r.early_terminated is not None]
-    return sum(flags) / len(flags) if flags else None
+def overall_early_rate(rows: list[ModeRow]) -> float | None:
+    known = [r for r in rows if r.early_rate is not None]
+    total = sum(r.completed for r in known)
+    return sum((r.early_rate or 0) * r.completed for r in known) / total if total else None

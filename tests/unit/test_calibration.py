@@ -45,12 +45,16 @@ def test_auroc_is_a_half_when_confidence_says_nothing():
 
 
 def test_iterations_and_early_termination_per_mode_beside_the_design():
-    records = [_rec(1, 0.9, True, "direct", 1, True), _rec(2, 0.9, True, "direct", 2, False),
-               _rec(3, 0.9, True, "standard", 3, False), _rec(4, 0.5, False, "deep_search", 4, True)]
-    rows = mode_rows(records, {"direct": 1.3, "standard": 2.1, "detailed": 2.8})
+    # the records' own early flags disagree with the rule on purpose: one rule (fewer iterations than the mode allows) wins
+    records = [_rec(1, 0.9, True, "direct", 1, False), _rec(2, 0.9, True, "direct", 2, True),
+               _rec(3, 0.9, True, "standard", 3, True), _rec(4, 0.5, False, "deep_search", 4, False),
+               _rec(5, 0.5, False, "custom", 1), EvalRecord(id="6", source="x", mode=None, iterations=0, correct=False)]
+    limits = {"direct": 2, "standard": 3, "detailed": 4, "deep_search": 10}
+    rows = mode_rows(records, {"direct": 1.3, "standard": 2.1, "detailed": 2.8}, limits)
     assert [(r.mode, r.completed, r.avg_iterations, r.early_rate, r.design_avg_iterations) for r in rows] == [
-        ("direct", 2, 1.5, 0.5, 1.3), ("standard", 1, 3.0, 0.0, 2.1), ("deep_search", 1, 4.0, 1.0, None)]
-    assert overall_early_rate(records) == 0.5
+        ("direct", 2, 1.5, 0.5, 1.3), ("standard", 1, 3.0, 0.0, 2.1), ("custom", 1, 1.0, None, None),
+        ("deep_search", 1, 4.0, 1.0, None)]
+    assert overall_early_rate(rows) == 0.5  # 2 of the 4 jobs whose mode has a limit
 
 
 def test_early_termination_is_for_completed_jobs_below_their_mode_limit():
