@@ -172,8 +172,9 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
                             filter=flt, filter_covers_evidence=covers)
     for name, (mode, filtered) in CONDITIONS.items():
         hits = _search(ctx, q.question, vec, mode, flt if filtered else None)
-        pages = [(filings[h.document_id].doc_name, h.page) for h in hits
-                 if h.document_id in filings and h.page is not None]
+        # a hit from a document not read page by page (another 10-K in the store) keeps its rank, matching nothing
+        pages = [(filings[h.document_id].doc_name, h.page) if h.document_id in filings and h.page is not None
+                 else (f"document {h.document_id}", -1) for h in hits]
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)
     return result
