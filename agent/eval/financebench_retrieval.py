@@ -1,10 +1,11 @@
-"""FinanceBench retrieval: for every question, are its evidence pages among the top 5 / 15 chunks?
+"""FinanceBench retrieval: for every question, are its evidence pages among the top 5 / 15 pages retrieved?
 
 Six conditions: hybrid, vector-only and keyword-only search (agent/retrieval/hybrid.py), each (a) filtered to the
 companies and fiscal periods the product's planner reads from the question text, and (b) over one store shared by
 every filing, with no filter (the FinanceBench paper's hard setting). Recall is averaged over questions: page
-recall is the share of a question's evidence pages that some retrieved chunk comes from, document recall the share
-of its evidence documents. The gold fields are read only to score, after retrieval."""
+recall@k is the share of a question's evidence pages among the top k distinct pages (each page ranked by its best
+chunk), document recall@k the share of its evidence documents among those pages' documents. The gold fields are
+read only to score, after retrieval."""
 from __future__ import annotations
 
 import hashlib
@@ -26,7 +27,8 @@ CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
     "vector_filtered": ("semantic", True), "vector_shared": ("semantic", False),
     "keyword_filtered": ("keyword", True), "keyword_shared": ("keyword", False),
 }
-TOP_K = 15
+TOP_K = 15  # pages
+CHUNKS = 60  # chunks fetched per search: a page often holds several of the best chunks
 Half = Literal["a", "b"]
 
 PageRef = tuple[str, int]  # (doc_name, 0-based page)
@@ -65,8 +67,8 @@ class Recall(BaseModel):
 
 
 class ConditionResult(BaseModel):
-    pages: list[PageRef]  # the retrieved chunks' pages, best first (one entry per chunk)
-    first_evidence_rank: int | None = None  # 1-based rank of the first chunk on an evidence page
+    pages: list[PageRef]  # the top TOP_K distinct pages, each ranked by its best chunk
+    first_evidence_rank: int | None = None  # 1-based rank of the first evidence page
 
 
 class QuestionResult(BaseModel):
@@ -125,11 +127,24 @@ def mean_recall(results: list[QuestionResult], condition: str) -> Recall:
 def _search(ctx: Context, question: str, vec, mode: Mode, flt: PlannerFilter | None) -> list[SearchHit]:
     s = ctx.settings
     if flt is None or not flt.scopes:  # the shared store, or a question the planner gave no filter
-        return hybrid_search(ctx.pool, question, vec, None, "10k", TOP_K, s.semantic_weight, s.keyword_weight, mode=mode)
+        return hybrid_search(ctx.pool, question, vec, None, "10k", CHUNKS, s.semantic_weight, s.keyword_weight, mode=mode)
     hits: list[SearchHit] = []
     for scope in flt.scopes:  # one search per company, as the product's search service does
-        hits += hybrid_search(ctx.pool, question, vec, scope.filters, "10k", TOP_K, s.semantic_weight, s.keyword_weight, mode=mode)
-    return sorted(hits, key=lambda h: -h.score)[:TOP_K]
+        hits += hybrid_search(ctx.pool, question, vec, scope.filters, "10k", CHUNKS, s.semantic_weight, s.keyword_weight, mode=mode)
+    return sorted(hits, key=lambda h: -h.score)
+
+
+def ranked_pages(hits: list[SearchHit], filings: dict[int, StoredFiling], k: int = TOP_K) -> list[PageRef]:
+    """The first k distinct pages of the hits, best first. A hit from a document not read page by page (a 10-K
+    parsed by item) stands for its document: it takes a rank and matches no evidence."""
+    out: dict[PageRef, None] = {}
+    for h in hits:
+        ref = (filings[h.document_id].doc_name, h.page) if h.document_id in filings and h.page is not None \
+            else (f"document {h.document_id}", -1)
+        out.setdefault(ref, None)
+        if len(out) == k:
+            break
+    return list(out)
 
 
 def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
@@ -172,9 +187,7 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
                             filter=flt, filter_covers_evidence=covers)
     for name, (mode, filtered) in CONDITIONS.items():
         hits = _search(ctx, q.question, vec, mode, flt if filtered else None)
-        # a hit from a document not read page by page (another 10-K in the store) keeps its rank, matching nothing
-        pages = [(filings[h.document_id].doc_name, h.page) if h.document_id in filings and h.page is not None
-                 else (f"document {h.document_id}", -1) for h in hits]
+        pages = ranked_pages(hits, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)
     return result

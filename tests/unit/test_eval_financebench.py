@@ -157,6 +157,20 @@ def test_page_and_doc_recall_by_hand():
     assert page_recall([], evidence, 15) == 0.0
 
 
+def test_pages_are_ranked_by_their_best_chunk_and_other_documents_hold_a_rank():
+    from agent.eval.financebench_retrieval import StoredFiling, ranked_pages
+    from agent.models.corpus import SearchHit
+
+    filings = {1: StoredFiling(document_id=1, doc_name="A", ticker="A", period=Period(fiscal_year=2020))}
+
+    def hit(doc, page):
+        return SearchHit(source_type="10k", chunk_id=0, document_id=doc, page=page, text="")
+
+    hits = [hit(1, 4), hit(1, 4), hit(9, None), hit(1, 2), hit(1, 4), hit(1, 7)]
+    assert ranked_pages(hits, filings) == [("A", 4), ("document 9", -1), ("A", 2), ("A", 7)]
+    assert ranked_pages(hits, filings, k=2) == [("A", 4), ("document 9", -1)]
+
+
 def test_mean_recall_averages_over_questions():
     def result(fid, pages, evidence):
         return QuestionResult(financebench_id=fid, half="a", evidence_pages=evidence, filter=PlannerFilter(),
