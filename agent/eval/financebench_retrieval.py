@@ -18,9 +18,10 @@ from pydantic import BaseModel, Field
 from agent.context import Context
 from agent.eval.financebench_filters import PlannerFilter, planner_filter
 from agent.eval.financebench_questions import FinanceBenchQuestion
-from agent.models.corpus import Period, SearchHit
+from agent.models.corpus import Period
 from agent.retrieval.availability import FILING_KINDS
-from agent.retrieval.hybrid import Mode, hybrid_search
+from agent.retrieval.hybrid import Mode
+from agent.tenk.page_search import PageKey, search_pages
 
 CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
     "hybrid_filtered": ("hybrid", True), "hybrid_shared": ("hybrid", False),
@@ -28,7 +29,6 @@ CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
     "keyword_filtered": ("keyword", True), "keyword_shared": ("keyword", False),
 }
 TOP_K = 15  # pages
-CHUNKS = 60  # chunks fetched per search: a page often holds several of the best chunks
 Half = Literal["a", "b"]
 
 PageRef = tuple[str, int]  # (doc_name, 0-based page)
@@ -124,27 +124,10 @@ def mean_recall(results: list[QuestionResult], condition: str) -> Recall:
                   doc_recall_at_5=avg(doc_recall, 5), doc_recall_at_15=avg(doc_recall, 15))
 
 
-def _search(ctx: Context, question: str, vec, mode: Mode, flt: PlannerFilter | None) -> list[SearchHit]:
-    s = ctx.settings
-    if flt is None or not flt.scopes:  # the shared store, or a question the planner gave no filter
-        return hybrid_search(ctx.pool, question, vec, None, "10k", CHUNKS, s.semantic_weight, s.keyword_weight, mode=mode)
-    hits: list[SearchHit] = []
-    for scope in flt.scopes:  # one search per company, as the product's search service does
-        hits += hybrid_search(ctx.pool, question, vec, scope.filters, "10k", CHUNKS, s.semantic_weight, s.keyword_weight, mode=mode)
-    return sorted(hits, key=lambda h: -h.score)
-
-
-def ranked_pages(hits: list[SearchHit], filings: dict[int, StoredFiling], k: int = TOP_K) -> list[PageRef]:
-    """The first k distinct pages of the hits, best first. A hit from a document not read page by page (a 10-K
-    parsed by item) stands for its document: it takes a rank and matches no evidence."""
-    out: dict[PageRef, None] = {}
-    for h in hits:
-        ref = (filings[h.document_id].doc_name, h.page) if h.document_id in filings and h.page is not None \
-            else (f"document {h.document_id}", -1)
-        out.setdefault(ref, None)
-        if len(out) == k:
-            break
-    return list(out)
+def page_refs(pages: list[PageKey], filings: dict[int, StoredFiling], k: int = TOP_K) -> list[PageRef]:
+    """The first k pages as (doc_name, page). A page of a document not read page by page (a 10-K parsed by item)
+    stands for its document: it takes a rank and matches no evidence."""
+    return [(filings[d].doc_name, p) if d in filings and p is not None else (f"document {d}", -1) for d, p in pages[:k]]
 
 
 def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
@@ -157,16 +140,18 @@ def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
 
 
 def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
-                       on_question: Callable[[int], None] | None = None) -> RetrievalReport:
+                       on_question: Callable[[int], None] | None = None, expand: bool = True) -> RetrievalReport:
+    """`expand`: search the 10-K lexicon's phrases for the question as well as the question (agent/tenk/page_search.py)."""
     filings = stored_filings(ctx)
     by_name = {f.doc_name: f for f in filings.values()}
-    report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx))
+    report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx),
+                             query="the question and its 10-K lexicon phrases, fused by page" if expand else "the question text")
     for i, q in enumerate(questions):
         reason = _skip_reason(q, set(by_name))
         if reason:
             report.skipped.append(Skipped(financebench_id=q.financebench_id, reason=reason))
         else:
-            report.results.append(_evaluate_one(ctx, q, filings, by_name))
+            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand))
         if on_question:
             on_question(i + 1)
     report.evaluated = len(report.results)
@@ -178,16 +163,18 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
 
 
 def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, StoredFiling],
-                  by_name: dict[str, StoredFiling]) -> QuestionResult:
+                  by_name: dict[str, StoredFiling], expand: bool) -> QuestionResult:
     flt = planner_filter(ctx, q.question)  # the question text only
-    vec = ctx.embed_query(q.question)
     evidence = sorted(q.evidence_pages)
     covers = all(flt.covers(by_name[d].ticker, by_name[d].period) for d in q.evidence_docs)
     result = QuestionResult(financebench_id=q.financebench_id, half=half_of(q.financebench_id), evidence_pages=evidence,
                             filter=flt, filter_covers_evidence=covers)
+    s = ctx.settings
     for name, (mode, filtered) in CONDITIONS.items():
-        hits = _search(ctx, q.question, vec, mode, flt if filtered else None)
-        pages = ranked_pages(hits, filings)
+        # a question the planner gave no filter searches the whole store in the filtered conditions too
+        scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
+        found = search_pages(ctx.pool, ctx.embed_query, q.question, scopes, mode, s.semantic_weight, s.keyword_weight, expand)
+        pages = page_refs(found, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)
     return result

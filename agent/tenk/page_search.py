@@ -1,0 +1,57 @@
+"""Search filings read page by page for the pages that answer a question.
+
+The question alone often misses a financial statement page: it asks for a ratio ("quick ratio", "days payable
+outstanding") while the page holds line items under a statement's caption. So the question is searched together
+with the search phrases the 10-K planner's lexicon gives its topics (agent/tenk/lexicon.py: statement captions and
+line items), and the pages of every phrase's results are fused by reciprocal rank: a page ranks by its best chunk
+in each result list."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from agent.models.corpus import SearchFilters, SearchHit
+from agent.retrieval.hybrid import Mode, hybrid_search
+from agent.tenk.rules import build_plan
+
+RRF_K = 60  # the usual reciprocal-rank constant: ranks 1 and 10 weigh 1/61 and 1/70
+CHUNKS_PER_SEARCH = 60  # a page often holds several of a search's best chunks
+MAX_PHRASES = 4
+
+PageKey = tuple[int, int | None]  # (document_id, page); page None for a filing parsed by item
+
+
+def search_phrases(question: str, max_phrases: int = MAX_PHRASES) -> list[str]:
+    """The question, then the distinct keyword phrases of the 10-K planner's sub-questions for it."""
+    plan = build_plan(question, ticker="", fiscal_year=0)
+    phrases = [sq.keywords for sq in plan.sub_questions if sq.keywords.strip()]
+    return list(dict.fromkeys([question, *phrases]))[: max_phrases + 1]
+
+
+def ranked_pages(hits: list[SearchHit]) -> list[PageKey]:
+    """The distinct pages of a result list, each at the rank of its best chunk."""
+    return list(dict.fromkeys((h.document_id or 0, h.page) for h in hits))
+
+
+def fuse(page_lists: list[list[PageKey]]) -> list[PageKey]:
+    """Reciprocal-rank fusion; ties keep the first list's order."""
+    scores: dict[PageKey, float] = defaultdict(float)
+    for pages in page_lists:
+        for rank, page in enumerate(pages, 1):
+            scores[page] += 1.0 / (RRF_K + rank)
+    return sorted(scores, key=lambda p: -scores[p])
+
+
+def search_pages(pool, embed, question: str, scopes: list[SearchFilters] | None, mode: Mode = "hybrid",
+                 semantic_weight: float = 0.7, keyword_weight: float = 0.3, expand: bool = True) -> list[PageKey]:
+    """Pages of the filings for the question, best first. `scopes`: one filter per company (each searched on its
+    own, as the search service does), or None for the whole store. `embed(text)` gives a query vector."""
+    lists = []
+    for phrase in search_phrases(question) if expand else [question]:
+        vec = embed(phrase)
+        hits: list[SearchHit] = []
+        for filters in scopes or [SearchFilters()]:
+            hits += hybrid_search(pool, phrase, vec, filters, "10k", CHUNKS_PER_SEARCH, semantic_weight, keyword_weight,
+                                  mode=mode)
+        hits.sort(key=lambda h: -h.score)
+        lists.append(ranked_pages(hits))
+    return fuse(lists)
