@@ -20,7 +20,7 @@ from agent.eval.financebench_filters import PlannerFilter, planner_filter
 from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.models.corpus import Period
 from agent.retrieval.availability import FILING_KINDS
-from agent.retrieval.hybrid import Mode
+from agent.retrieval.hybrid import KeywordCandidates, Mode
 from agent.tenk.page_search import PageKey, search_pages
 
 CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
@@ -140,8 +140,10 @@ def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
 
 
 def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
-                       on_question: Callable[[int], None] | None = None, expand: bool = True) -> RetrievalReport:
-    """`expand`: search the 10-K lexicon's phrases for the question as well as the question (agent/tenk/page_search.py)."""
+                       on_question: Callable[[int], None] | None = None, expand: bool = True,
+                       keyword_candidates: KeywordCandidates = "ranked") -> RetrievalReport:
+    """`expand`: search the 10-K lexicon's phrases for the question as well as the question; `keyword_candidates`:
+    where hybrid's keyword-only candidates come from (agent/tenk/page_search.py, agent/retrieval/hybrid.py)."""
     filings = stored_filings(ctx)
     by_name = {f.doc_name: f for f in filings.values()}
     report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx),
@@ -151,7 +153,7 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
         if reason:
             report.skipped.append(Skipped(financebench_id=q.financebench_id, reason=reason))
         else:
-            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand))
+            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand, keyword_candidates))
         if on_question:
             on_question(i + 1)
     report.evaluated = len(report.results)
@@ -163,7 +165,7 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
 
 
 def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, StoredFiling],
-                  by_name: dict[str, StoredFiling], expand: bool) -> QuestionResult:
+                  by_name: dict[str, StoredFiling], expand: bool, keyword_candidates: KeywordCandidates) -> QuestionResult:
     flt = planner_filter(ctx, q.question)  # the question text only
     evidence = sorted(q.evidence_pages)
     covers = all(flt.covers(by_name[d].ticker, by_name[d].period) for d in q.evidence_docs)
@@ -173,7 +175,8 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
     for name, (mode, filtered) in CONDITIONS.items():
         # a question the planner gave no filter searches the whole store in the filtered conditions too
         scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
-        found = search_pages(ctx.pool, ctx.embed_query, q.question, scopes, mode, s.semantic_weight, s.keyword_weight, expand)
+        found = search_pages(ctx.pool, ctx.embed_query, q.question, scopes, mode, s.semantic_weight, s.keyword_weight, expand,
+                             keyword_candidates)
         pages = page_refs(found, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from agent.models.corpus import SearchFilters, SearchHit
-from agent.retrieval.hybrid import Mode, hybrid_search
+from agent.retrieval.hybrid import KeywordCandidates, Mode, hybrid_search
 from agent.tenk.rules import build_plan
 
 RRF_K = 60  # the usual reciprocal-rank constant: ranks 1 and 10 weigh 1/61 and 1/70
@@ -42,7 +42,8 @@ def fuse(page_lists: list[list[PageKey]]) -> list[PageKey]:
 
 
 def search_pages(pool, embed, question: str, scopes: list[SearchFilters] | None, mode: Mode = "hybrid",
-                 semantic_weight: float = 0.7, keyword_weight: float = 0.3, expand: bool = True) -> list[PageKey]:
+                 semantic_weight: float = 0.7, keyword_weight: float = 0.3, expand: bool = True,
+                 keyword_candidates: KeywordCandidates = "ranked") -> list[PageKey]:
     """Pages of the filings for the question, best first. `scopes`: one filter per company (each searched on its
     own, as the search service does), or None for the whole store. `embed(text)` gives a query vector."""
     lists = []
@@ -51,7 +52,7 @@ def search_pages(pool, embed, question: str, scopes: list[SearchFilters] | None,
         hits: list[SearchHit] = []
         for filters in scopes or [SearchFilters()]:
             hits += hybrid_search(pool, phrase, vec, filters, "10k", CHUNKS_PER_SEARCH, semantic_weight, keyword_weight,
-                                  mode=mode)
+                                  mode=mode, keyword_candidates=keyword_candidates)
         hits.sort(key=lambda h: -h.score)
         lists.append(ranked_pages(hits))
     return fuse(lists)
