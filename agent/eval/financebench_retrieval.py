@@ -21,7 +21,8 @@ from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.models.corpus import Period
 from agent.retrieval.availability import FILING_KINDS
 from agent.retrieval.hybrid import KeywordCandidates, Mode
-from agent.tenk.page_search import PageKey, search_pages
+from agent.retrieval.page_search import PageKey, search_pages
+from agent.tenk.rules import build_plan
 
 CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
     "hybrid_filtered": ("hybrid", True), "hybrid_shared": ("hybrid", False),
@@ -124,6 +125,16 @@ def mean_recall(results: list[QuestionResult], condition: str) -> Recall:
                   doc_recall_at_5=avg(doc_recall, 5), doc_recall_at_15=avg(doc_recall, 15))
 
 
+MAX_PHRASES = 4
+
+
+def search_phrases(question: str, max_phrases: int = MAX_PHRASES) -> list[str]:
+    """The question, then the distinct keyword phrases of the product's 10-K planner's sub-questions for it."""
+    plan = build_plan(question, ticker="", fiscal_year=0)
+    phrases = [sq.keywords for sq in plan.sub_questions if sq.keywords.strip()]
+    return list(dict.fromkeys([question, *phrases]))[: max_phrases + 1]
+
+
 def page_refs(pages: list[PageKey], filings: dict[int, StoredFiling], k: int = TOP_K) -> list[PageRef]:
     """The first k pages as (doc_name, page). A page of a document not read page by page (a 10-K parsed by item)
     stands for its document: it takes a rank and matches no evidence."""
@@ -143,7 +154,7 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
                        on_question: Callable[[int], None] | None = None, expand: bool = True,
                        keyword_candidates: KeywordCandidates = "ranked") -> RetrievalReport:
     """`expand`: search the 10-K lexicon's phrases for the question as well as the question; `keyword_candidates`:
-    where hybrid's keyword-only candidates come from (agent/tenk/page_search.py, agent/retrieval/hybrid.py)."""
+    where hybrid's keyword-only candidates come from (agent/retrieval/page_search.py, hybrid.py)."""
     filings = stored_filings(ctx)
     by_name = {f.doc_name: f for f in filings.values()}
     report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx),
@@ -172,10 +183,11 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
     result = QuestionResult(financebench_id=q.financebench_id, half=half_of(q.financebench_id), evidence_pages=evidence,
                             filter=flt, filter_covers_evidence=covers)
     s = ctx.settings
+    phrases = search_phrases(q.question) if expand else [q.question]
     for name, (mode, filtered) in CONDITIONS.items():
         # a question the planner gave no filter searches the whole store in the filtered conditions too
         scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
-        found = search_pages(ctx.pool, ctx.embed_query, q.question, scopes, mode, s.semantic_weight, s.keyword_weight, expand,
+        found = search_pages(ctx.pool, ctx.embed_query, phrases, scopes, mode, s.semantic_weight, s.keyword_weight,
                              keyword_candidates)
         pages = page_refs(found, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)

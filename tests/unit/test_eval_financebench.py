@@ -160,7 +160,7 @@ def test_page_and_doc_recall_by_hand():
 def test_pages_rank_by_their_best_chunk_and_lists_fuse_by_reciprocal_rank():
     from agent.eval.financebench_retrieval import StoredFiling, page_refs
     from agent.models.corpus import SearchHit
-    from agent.tenk.page_search import fuse, ranked_pages
+    from agent.retrieval.page_search import fuse, ranked_pages
 
     def hit(doc, page):
         return SearchHit(source_type="10k", chunk_id=0, document_id=doc, page=page, text="")
@@ -176,7 +176,7 @@ def test_pages_rank_by_their_best_chunk_and_lists_fuse_by_reciprocal_rank():
 
 
 def test_search_phrases_add_the_statement_a_ratio_is_read_from():
-    from agent.tenk.page_search import search_phrases
+    from agent.eval.financebench_retrieval import search_phrases
 
     phrases = search_phrases("What is the FY2019 inventory turnover ratio of Acme?")
     assert phrases[0] == "What is the FY2019 inventory turnover ratio of Acme?"

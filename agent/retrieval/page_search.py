@@ -1,30 +1,20 @@
 """Search filings read page by page for the pages that answer a question.
 
 The question alone often misses a financial statement page: it asks for a ratio ("quick ratio", "days payable
-outstanding") while the page holds line items under a statement's caption. So the question is searched together
-with the search phrases the 10-K planner's lexicon gives its topics (agent/tenk/lexicon.py: statement captions and
-line items), and the pages of every phrase's results are fused by reciprocal rank: a page ranks by its best chunk
-in each result list."""
+outstanding") while the page holds line items under a statement's caption. So the question can be searched together
+with search phrases for it (the 10-K planner's: statement captions and line items, agent/tenk/rules.py), and the
+pages of every phrase's results are fused by reciprocal rank, each page ranking by its best chunk in each list."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 from agent.models.corpus import SearchFilters, SearchHit
 from agent.retrieval.hybrid import KeywordCandidates, Mode, hybrid_search
-from agent.tenk.rules import build_plan
 
 RRF_K = 60  # the usual reciprocal-rank constant: ranks 1 and 10 weigh 1/61 and 1/70
 CHUNKS_PER_SEARCH = 60  # a page often holds several of a search's best chunks
-MAX_PHRASES = 4
 
 PageKey = tuple[int, int | None]  # (document_id, page); page None for a filing parsed by item
-
-
-def search_phrases(question: str, max_phrases: int = MAX_PHRASES) -> list[str]:
-    """The question, then the distinct keyword phrases of the 10-K planner's sub-questions for it."""
-    plan = build_plan(question, ticker="", fiscal_year=0)
-    phrases = [sq.keywords for sq in plan.sub_questions if sq.keywords.strip()]
-    return list(dict.fromkeys([question, *phrases]))[: max_phrases + 1]
 
 
 def ranked_pages(hits: list[SearchHit]) -> list[PageKey]:
@@ -41,13 +31,14 @@ def fuse(page_lists: list[list[PageKey]]) -> list[PageKey]:
     return sorted(scores, key=lambda p: -scores[p])
 
 
-def search_pages(pool, embed, question: str, scopes: list[SearchFilters] | None, mode: Mode = "hybrid",
-                 semantic_weight: float = 0.7, keyword_weight: float = 0.3, expand: bool = True,
+def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | None, mode: Mode = "hybrid",
+                 semantic_weight: float = 0.7, keyword_weight: float = 0.3,
                  keyword_candidates: KeywordCandidates = "ranked") -> list[PageKey]:
-    """Pages of the filings for the question, best first. `scopes`: one filter per company (each searched on its
-    own, as the search service does), or None for the whole store. `embed(text)` gives a query vector."""
+    """Pages of the filings for the phrases (the question first), best first. `scopes`: one filter per company (each
+    searched on its own, as the search service does), or None for the whole store. `embed(text)` gives a query
+    vector."""
     lists = []
-    for phrase in search_phrases(question) if expand else [question]:
+    for phrase in phrases:
         vec = embed(phrase)
         hits: list[SearchHit] = []
         for filters in scopes or [SearchFilters()]:
