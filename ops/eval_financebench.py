@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -49,7 +50,7 @@ def financebench(
         qs = load_questions(questions)
         pages_layout(data)
     except (QuestionsFileError, PagesDirError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from None
     if answers:
         from ops.eval_financebench_answers import run_answers
@@ -61,7 +62,7 @@ def financebench(
     ctx = bootstrap(workers=not inline)
     ingest = ingest_financebench(ctx, data, fanout=not inline, quiet=as_json)
     for f in ingest.errors:
-        err.print(f"[yellow]not ingested:[/yellow] {f.path}: {f.reason}", highlight=False)
+        err.print(f"[yellow]not ingested:[/yellow] {escape(f'{f.path}: {f.reason}')}", highlight=False)
     counts = {st: sum(f.status == st for f in ingest.files) for st in ("added", "replaced", "unchanged", "error")}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, disable=as_json) as progress:

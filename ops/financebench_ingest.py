@@ -40,8 +40,9 @@ def ingest_financebench(ctx: Context, data_dir: Path, doc_names: set[str] | None
     if doc_names is not None:
         files = [f for f in files if doc_name_of(f) in doc_names]
     missing = sorted((doc_names or set()) - {doc_name_of(f) for f in files})
+    companies = {manifest[doc_name_of(f)].company for f in files if doc_name_of(f) in manifest}
     with ctx.pool.connection() as conn:  # the registry entries first: questions name companies, not files
-        tickers = {m.company: register_company(conn, m.company) for m in manifest.values()}
+        tickers = {company: register_company(conn, company) for company in sorted(companies)}
     s = ctx.settings
     limits = IngestLimits.from_settings(s)
 

@@ -1,10 +1,11 @@
-"""FinanceBench retrieval: for every question, are its evidence pages among the top 5 / 15 chunks?
+"""FinanceBench retrieval: for every question, are its evidence pages among the top 5 / 15 pages retrieved?
 
 Six conditions: hybrid, vector-only and keyword-only search (agent/retrieval/hybrid.py), each (a) filtered to the
 companies and fiscal periods the product's planner reads from the question text, and (b) over one store shared by
 every filing, with no filter (the FinanceBench paper's hard setting). Recall is averaged over questions: page
-recall is the share of a question's evidence pages that some retrieved chunk comes from, document recall the share
-of its evidence documents. The gold fields are read only to score, after retrieval."""
+recall@k is the share of a question's evidence pages among the top k distinct pages (each page ranked by its best
+chunk), document recall@k the share of its evidence documents among those pages' documents. The gold fields are
+read only to score, after retrieval."""
 from __future__ import annotations
 
 import hashlib
@@ -17,16 +18,18 @@ from pydantic import BaseModel, Field
 from agent.context import Context
 from agent.eval.financebench_filters import PlannerFilter, planner_filter
 from agent.eval.financebench_questions import FinanceBenchQuestion
-from agent.models.corpus import Period, SearchHit
+from agent.models.corpus import Period
 from agent.retrieval.availability import FILING_KINDS
-from agent.retrieval.hybrid import Mode, hybrid_search
+from agent.retrieval.hybrid import KeywordCandidates, Mode
+from agent.retrieval.page_search import PageKey, search_pages
+from agent.tenk.rules import build_plan
 
 CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
     "hybrid_filtered": ("hybrid", True), "hybrid_shared": ("hybrid", False),
     "vector_filtered": ("semantic", True), "vector_shared": ("semantic", False),
     "keyword_filtered": ("keyword", True), "keyword_shared": ("keyword", False),
 }
-TOP_K = 15
+TOP_K = 15  # pages
 Half = Literal["a", "b"]
 
 PageRef = tuple[str, int]  # (doc_name, 0-based page)
@@ -65,8 +68,8 @@ class Recall(BaseModel):
 
 
 class ConditionResult(BaseModel):
-    pages: list[PageRef]  # the retrieved chunks' pages, best first (one entry per chunk)
-    first_evidence_rank: int | None = None  # 1-based rank of the first chunk on an evidence page
+    pages: list[PageRef]  # the top TOP_K distinct pages, each ranked by its best chunk
+    first_evidence_rank: int | None = None  # 1-based rank of the first evidence page
 
 
 class QuestionResult(BaseModel):
@@ -122,14 +125,20 @@ def mean_recall(results: list[QuestionResult], condition: str) -> Recall:
                   doc_recall_at_5=avg(doc_recall, 5), doc_recall_at_15=avg(doc_recall, 15))
 
 
-def _search(ctx: Context, question: str, vec, mode: Mode, flt: PlannerFilter | None) -> list[SearchHit]:
-    s = ctx.settings
-    if flt is None or not flt.scopes:  # the shared store, or a question the planner gave no filter
-        return hybrid_search(ctx.pool, question, vec, None, "10k", TOP_K, s.semantic_weight, s.keyword_weight, mode=mode)
-    hits: list[SearchHit] = []
-    for scope in flt.scopes:  # one search per company, as the product's search service does
-        hits += hybrid_search(ctx.pool, question, vec, scope.filters, "10k", TOP_K, s.semantic_weight, s.keyword_weight, mode=mode)
-    return sorted(hits, key=lambda h: -h.score)[:TOP_K]
+MAX_PHRASES = 4
+
+
+def search_phrases(question: str, max_phrases: int = MAX_PHRASES) -> list[str]:
+    """The question, then the distinct keyword phrases of the product's 10-K planner's sub-questions for it."""
+    plan = build_plan(question, ticker="", fiscal_year=0)
+    phrases = [sq.keywords for sq in plan.sub_questions if sq.keywords.strip()]
+    return list(dict.fromkeys([question, *phrases]))[: max_phrases + 1]
+
+
+def page_refs(pages: list[PageKey], filings: dict[int, StoredFiling], k: int = TOP_K) -> list[PageRef]:
+    """The first k pages as (doc_name, page). A page of a document not read page by page (a 10-K parsed by item)
+    stands for its document: it takes a rank and matches no evidence."""
+    return [(filings[d].doc_name, p) if d in filings and p is not None else (f"document {d}", -1) for d, p in pages[:k]]
 
 
 def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
@@ -142,16 +151,20 @@ def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
 
 
 def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
-                       on_question: Callable[[int], None] | None = None) -> RetrievalReport:
+                       on_question: Callable[[int], None] | None = None, expand: bool = True,
+                       keyword_candidates: KeywordCandidates = "ranked") -> RetrievalReport:
+    """`expand`: search the 10-K lexicon's phrases for the question as well as the question; `keyword_candidates`:
+    where hybrid's keyword-only candidates come from (agent/retrieval/page_search.py, hybrid.py)."""
     filings = stored_filings(ctx)
     by_name = {f.doc_name: f for f in filings.values()}
-    report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx))
+    report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx),
+                             query="the question and its 10-K lexicon phrases, fused by page" if expand else "the question text")
     for i, q in enumerate(questions):
         reason = _skip_reason(q, set(by_name))
         if reason:
             report.skipped.append(Skipped(financebench_id=q.financebench_id, reason=reason))
         else:
-            report.results.append(_evaluate_one(ctx, q, filings, by_name))
+            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand, keyword_candidates))
         if on_question:
             on_question(i + 1)
     report.evaluated = len(report.results)
@@ -163,17 +176,20 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
 
 
 def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, StoredFiling],
-                  by_name: dict[str, StoredFiling]) -> QuestionResult:
+                  by_name: dict[str, StoredFiling], expand: bool, keyword_candidates: KeywordCandidates) -> QuestionResult:
     flt = planner_filter(ctx, q.question)  # the question text only
-    vec = ctx.embed_query(q.question)
     evidence = sorted(q.evidence_pages)
     covers = all(flt.covers(by_name[d].ticker, by_name[d].period) for d in q.evidence_docs)
     result = QuestionResult(financebench_id=q.financebench_id, half=half_of(q.financebench_id), evidence_pages=evidence,
                             filter=flt, filter_covers_evidence=covers)
+    s = ctx.settings
+    phrases = search_phrases(q.question) if expand else [q.question]
     for name, (mode, filtered) in CONDITIONS.items():
-        hits = _search(ctx, q.question, vec, mode, flt if filtered else None)
-        pages = [(filings[h.document_id].doc_name, h.page) for h in hits
-                 if h.document_id in filings and h.page is not None]
+        # a question the planner gave no filter searches the whole store in the filtered conditions too
+        scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
+        found = search_pages(ctx.pool, ctx.embed_query, phrases, scopes, mode, s.semantic_weight, s.keyword_weight,
+                             keyword_candidates)
+        pages = page_refs(found, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)
     return result

@@ -119,7 +119,7 @@ def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None, 
 
 def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits: IngestLimits | None = None) -> PreparedDocument:
     """A filing given as page texts (agent/ingest/filing_pages.py), with its manifest row and registry ticker."""
-    from agent.ingest.filing_pages import filing_from_pages, page_chunks
+    from agent.ingest.filing_pages import CHUNKING_VERSION, filing_from_pages, page_chunks
 
     limits = limits or IngestLimits()
     if not path.is_file():
@@ -131,8 +131,10 @@ def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits
     chunks = [PreparedChunk(index=i, text=text, page=page) for i, (page, text) in enumerate(page_chunks(doc, size, overlap))]
     if len(chunks) > limits.max_chunks:
         raise IngestError(path, f"{len(chunks)} chunks, over the limit of {limits.max_chunks} per document (FINAGENT_INGEST_MAX_CHUNKS)")
-    # the hash covers what the chunks are made of: the pages, and the manifest row and ticker they are filed under
-    digest = hashlib.sha256(path.read_bytes() + f"\n{meta.model_dump_json()}\n{ticker}".encode()).hexdigest()
+    # the hash covers what the chunks are made of: the pages, the manifest row and ticker they are filed under, and
+    # how they are chunked
+    recipe = f"\n{meta.model_dump_json()}\n{ticker}\n{CHUNKING_VERSION}:{size}:{overlap}"
+    digest = hashlib.sha256(path.read_bytes() + recipe.encode()).hexdigest()
     prepared = PreparedDocument(kind=doc.kind, path=str(path), content_hash=digest, doc=doc, chunks=chunks)
     return _check_storable(path, prepared)
 

@@ -131,13 +131,34 @@ def filing_from_pages(path: Path, meta: FilingMeta, ticker: str, max_pages: int)
                      pages=pages)
 
 
+CHUNKING_VERSION = "2"  # part of a document's content hash: a change to page_chunks re-ingests every filing
+
+
+def _tidy(text: str) -> str:
+    """PDF text extraction's spacing: runs of blank and space-only lines become one line break."""
+    text = re.sub(r"[ \t\xa0]+", " ", text)
+    return re.sub(r" ?\n[\s]*", "\n", text).strip()
+
+
+PAGE_LEAD_CHARS = 100
+
+
+def _lead(text: str) -> str:
+    """The start of a page (its running header and title: 'Consolidated Balance Sheets'), on one line."""
+    lead = " ".join(text[:PAGE_LEAD_CHARS].split())
+    return lead.rsplit(" ", 1)[0] if len(text) > PAGE_LEAD_CHARS and " " in lead else lead
+
+
 def page_chunks(doc: FilingDoc, size: int, overlap: int) -> list[tuple[int, str]]:
-    """(page, text) of each chunk: every page is split on its own, so no chunk spans two pages."""
+    """(page, text) of each chunk: every page is split on its own, so no chunk spans two pages. Every chunk starts
+    with the document's header; a chunk after a page's first also repeats the page's lead, so the rows of a
+    statement's second half still say which statement they belong to."""
     header = chunk_header(doc)
-    body = max(size - len(header) - 1, size // 2)
     out = []
     for page in doc.pages:
-        text = page.text.replace("\xa0", " ")
-        for part in split_text(text, body, overlap):
-            out.append((page.page, f"{header}\n{part}"))
+        text = _tidy(page.text)
+        lead = _lead(text) if PAGE_LEAD_CHARS else ""
+        body = max(size - len(header) - len(lead) - 3, size // 2)
+        for i, part in enumerate(split_text(text, body, overlap)):
+            out.append((page.page, f"{header}\n{part}" if i == 0 or not lead else f"{header}\n{lead} …\n{part}"))
     return out

@@ -94,8 +94,11 @@ _RANKED_KEYWORD = """
 _SCORED = """
     SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
     FROM {cand} JOIN {t} c USING (id)"""
-Part = Literal["both", "semantic", "keyword", "ranked_keyword"]
+Part = Literal["both", "both_ranked", "semantic", "keyword", "ranked_keyword"]
 Mode = Literal["hybrid", "semantic", "keyword"]  # which side of the search ranks: both fused, or one alone
+# Where hybrid's keyword-only candidates come from: "selective" (the rows holding all the words, capped, see the
+# module's docstring) or "ranked" (the top n by rank of every row holding any word: deeper, slower).
+KeywordCandidates = Literal["selective", "ranked"]
 
 
 def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "both") -> sql.Composed:
@@ -111,13 +114,14 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
     else:
         source, order = t, sql.SQL("embedding <=> %(vec)s")
-    if part in ("both", "semantic"):
+    if part in ("both", "both_ranked", "semantic"):
         ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
     if part in ("both", "keyword"):
         ctes.append(sql.SQL(_KEYWORD).format(source=source))
-    if part == "ranked_keyword":
+    if part in ("both_ranked", "ranked_keyword"):
         ctes.append(sql.SQL(_RANKED_KEYWORD).format(source=source))
-    cand = {"both": "(SELECT id FROM sem UNION SELECT id FROM kw) cand", "semantic": "sem"}.get(part, "kw")
+    union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
+    cand = {"both": union, "both_ranked": union, "semantic": "sem"}.get(part, "kw")
     scored = sql.SQL(_SCORED).format(
         cand=sql.SQL(cand), t=t, cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
@@ -144,7 +148,8 @@ def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None
         return conn.execute(query, params).fetchall()
 
 
-def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict, mode: Mode = "hybrid") -> list[dict]:
+def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict, mode: Mode = "hybrid",
+                keyword_candidates: KeywordCandidates = "selective") -> list[dict]:
     """Scored candidate rows. The exact path is one statement; the indexed one runs its keyword statement on a
     second connection while the HNSW scan runs on this one, so an unfiltered search costs the slower side,
     not the sum."""
@@ -152,9 +157,10 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
         return _fetch(pool, _query(corpus, where, exact, "ranked_keyword"), params)
     if mode == "semantic":
         return _fetch(pool, _query(corpus, where, exact, "semantic"), params, ef_search=None if exact else max(EF_SEARCH, params["n"]))
+    ranked = keyword_candidates == "ranked"
     if exact:
-        return _fetch(pool, _query(corpus, where, True), params)
-    keyword = _executor().submit(_fetch, pool, _indexed_query(corpus, "keyword"), params)
+        return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), params)
+    keyword = _executor().submit(_fetch, pool, _indexed_query(corpus, "ranked_keyword" if ranked else "keyword"), params)
     rows = _fetch(pool, _indexed_query(corpus, "semantic"), params, ef_search=max(EF_SEARCH, params["n"]))
     seen = {r["id"] for r in rows}
     return rows + [r for r in keyword.result() if r["id"] not in seen]
@@ -178,6 +184,7 @@ def hybrid_search(
     keyword_weight: float = 0.3,
     exact: bool | None = None,
     mode: Mode = "hybrid",
+    keyword_candidates: KeywordCandidates = "selective",
 ) -> list[SearchHit]:
     """The top_k chunks by the weighted, normalised scores; `mode` "semantic" or "keyword" ranks by one side alone."""
     filters = filters or SearchFilters()
@@ -188,7 +195,7 @@ def hybrid_search(
     n = max(top_k * 4, 60)
     params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
                "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1}
-    rows = _candidates(pool, corpus, where, exact, params, mode)
+    rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates)
     if not rows:
         return []
     sims = _normalise([float(r["sim"]) for r in rows])

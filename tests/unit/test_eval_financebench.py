@@ -157,6 +157,33 @@ def test_page_and_doc_recall_by_hand():
     assert page_recall([], evidence, 15) == 0.0
 
 
+def test_pages_rank_by_their_best_chunk_and_lists_fuse_by_reciprocal_rank():
+    from agent.eval.financebench_retrieval import StoredFiling, page_refs
+    from agent.models.corpus import SearchHit
+    from agent.retrieval.page_search import fuse, ranked_pages
+
+    def hit(doc, page):
+        return SearchHit(source_type="10k", chunk_id=0, document_id=doc, page=page, text="")
+
+    pages = ranked_pages([hit(1, 4), hit(1, 4), hit(9, None), hit(1, 2), hit(1, 4), hit(1, 7)])
+    assert pages == [(1, 4), (9, None), (1, 2), (1, 7)]
+    # (1, 4): 1/61 + 1/62 = 0.03252 beats (1, 2): 1/63 + 1/61 = 0.03227
+    assert fuse([pages, [(1, 2), (1, 4)]]) == [(1, 4), (1, 2), (9, None), (1, 7)]
+    assert fuse([[(1, 1)], [(2, 2)], [(2, 2)]])[0] == (2, 2)  # found by two phrases beats found first by one
+    filings = {1: StoredFiling(document_id=1, doc_name="A", ticker="A", period=Period(fiscal_year=2020))}
+    assert page_refs(pages, filings) == [("A", 4), ("document 9", -1), ("A", 2), ("A", 7)]
+    assert page_refs(pages, filings, k=2) == [("A", 4), ("document 9", -1)]
+
+
+def test_search_phrases_add_the_statement_a_ratio_is_read_from():
+    from agent.eval.financebench_retrieval import search_phrases
+
+    phrases = search_phrases("What is the FY2019 inventory turnover ratio of Acme?")
+    assert phrases[0] == "What is the FY2019 inventory turnover ratio of Acme?"
+    assert any("cost of sales" in p for p in phrases) and any("inventories" in p and "balance" in p for p in phrases)
+    assert len(phrases) == len(set(phrases)) <= 5
+
+
 def test_mean_recall_averages_over_questions():
     def result(fid, pages, evidence):
         return QuestionResult(financebench_id=fid, half="a", evidence_pages=evidence, filter=PlannerFilter(),
