@@ -66,6 +66,16 @@ def test_the_answers_do_not_depend_on_the_gold_fields(ctx, fb_questions, workers
         return [(a.id, a.status, a.answer, a.confidence, a.iterations, a.mode, a.citations) for a in answers]
     assert seen(with_gold) == seen(without)
     assert [a for a in with_gold if a.status == "completed" and a.answer.strip()], [(a.status, a.error) for a in with_gold]
+    # and what each job was given is the question's text alone: no gold words in it, no company or period filter
+    from agent.persistence import jobstore
+
+    texts = {q.financebench_id: " ".join(q.question.split()) for q in fb_questions}
+    for a in with_gold + without:
+        job = jobstore.load_job(ctx.pool, a.job_id)
+        assert job is not None
+        request = job.state.request
+        assert request.question == texts[a.id]
+        assert (request.tickers, request.feedback, request.parent_job_id) == (None, None, None)
 
     from agent.settings import get_settings
 
