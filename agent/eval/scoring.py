@@ -40,11 +40,13 @@ _FIGURE = re.compile(
     r"(?P<open>\()?"
     r"(?P<sign>(?<![\w.,])[-\u2212\u2013])?"
     r"(?P<cur>(?:US\$|USD|\$|\u20ac|\u00a3|EUR|GBP)\s?)?"
+    r"(?P<open2>(?(cur)\(|(?!)))?"
     r"(?P<sign2>(?(cur)[-\u2212]|(?!)))?"
     r"(?P<num>(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+(?:\.\d+)?|(?<![\w.,\d])\.\d+)"
     r"(?P<scale>\s?(?:" + _SCALE_WORDS + r")\b|(?(cur)[kKmMbBtT](?![A-Za-z])|(?!)))?"
     r"(?P<unit>\s?(?:%|percent(?:age points?)?\b|per\s?cent\b|pp\b|bps\b|basis points\b)|x(?![A-Za-z])|\s?times\b)?"
-    r"(?P<close>\))?",
+    r"(?P<close>\))?"
+    r"(?P<unit_after>(?(close)%|(?!)))?",
     re.I,
 )
 _MONTH_DAY = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
@@ -138,7 +140,10 @@ def _figure(m: re.Match[str], text: str) -> Figure | None:
     if (not cur and not scale_txt and not unit_txt and decimals == 0 and "," not in raw_num
             and 1900 <= number <= 2100):
         return None  # a year
-    paren = bool(m.group("open")) and bool(m.group("close"))
+    # "(1,806)", "$(0.12)", "(2.5)%" are negatives; "($1.8 bn)" and "(35%)" are asides in prose
+    paren = bool(m.group("open") or m.group("open2")) and bool(m.group("close")) and not scale_txt and not unit_txt
+    if m.group("unit_after"):
+        unit_txt = "%"
     negative = paren or bool(m.group("sign")) or bool(m.group("sign2"))
     scale = _scale_of(scale_txt) if scale_txt else None
     unit: Unit = "percent" if unit_txt and unit_txt not in ("x", "times") and unit_txt not in ("bps", "basis points") else "plain"

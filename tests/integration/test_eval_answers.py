@@ -22,7 +22,7 @@ from tests.support.fault_llm import FaultLLMServer
 pytestmark = pytest.mark.integration
 
 GOLD_FIELDS = ("answer", "justification", "evidence")
-N_FILINGS, N_QUESTIONS = 3, 3
+N_FILINGS, N_QUESTIONS = 2, 2
 
 
 @pytest.fixture(scope="module")

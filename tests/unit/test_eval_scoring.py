@@ -20,6 +20,10 @@ def _texts(text: str) -> list[str]:
     ("27 percent", 27, None, "percent"),
     ("0.27", 0.27, None, "plain"),
     ("(3.4)", -3.4, None, "plain"),
+    ("(3.4)%", -3.4, None, "percent"),
+    ("$(0.12)", -0.12, None, "money"),
+    ("($2.1 bn)", 2.1, 1e9, "money"),  # an aside, not a negative
+    ("(41%)", 41, None, "percent"),
     ("($1,020)", -1020, None, "money"),
     ("-0.07", -0.07, None, "plain"),
     ("$-15 million", -15, 1e6, "money"),
