@@ -118,7 +118,8 @@ def calibration(
     if write_docs:
         from ops.eval_financebench import QUALITY_DOC, write_section
 
-        write_section(QUALITY_DOC, "## Calibration", calibration_markdown(loaded, rel, modes, early, PLOT.name, bins))
+        write_section(QUALITY_DOC, "## Calibration", calibration_markdown(loaded, rel, modes, early, PLOT.name, bins,
+                                                                          [p.name for p in present]))
 
 
 def _print(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None, plot: Path) -> None:
@@ -143,10 +144,11 @@ def _md_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
 
 
 def calibration_markdown(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None,
-                         plot_name: str, bins: int) -> str:
+                         plot_name: str, bins: int, files: list[str]) -> str:
     return "\n".join([
         "## Calibration", "", "`finagent eval calibration --write-docs`", "",
-        f"{len(records)} evaluated questions ({_sources(records)}), {rel.scored} with a verdict. Correctness binned by the "
+        f"Records: {', '.join(f'`{f}`' for f in files)}. "
+        f"{len(records)} evaluated questions ({_sources(records)}), {rel.scored} answered (completed jobs) with a verdict. Correctness binned by the "
         f"job's computed confidence ({bins} bins):", "",
         _md_table(reliability_rows(rel), REL_HEADER), "",
         f"Expected calibration error {_num(rel.ece)}. Mean confidence of right answers {_num(rel.mean_confidence_correct)}, "

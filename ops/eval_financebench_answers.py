@@ -230,8 +230,8 @@ def answers_plot(summary: AnswersSummary) -> bytes:
            color="#b0bec5", label="unscored")
     for name, value in summary.reference:
         ax.axhline(value, color="#c62828", linestyle=":", linewidth=1)
-        ax.text(len(splits) - 0.5, value, f" {name} {value:.0%}", va="center", fontsize=7, color="#c62828")
-    ax.set_xticks(list(xs), [f"{s.name}\n(n={s.questions})" for s in splits])
+        ax.text(len(splits) - 0.45, value + 0.005, f"{name} {value:.0%}", va="bottom", fontsize=7, color="#c62828")
+    ax.set_xticks(list(xs), [f"{s.name.replace('-', '-' + chr(10))}\n(n={s.questions})" for s in splits])
     ax.set_xlim(-0.5, len(splits) + 1.6)
     ax.set_ylim(0, 1.0)
     ax.set_ylabel("share of questions")

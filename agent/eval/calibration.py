@@ -75,8 +75,8 @@ class ReliabilityBin(BaseModel):
 
 
 class Reliability(BaseModel):
-    scored: int  # questions with a verdict and a confidence
-    unscored: int
+    scored: int  # answers (completed jobs) with a verdict and a confidence
+    unscored: int  # the rest: no verdict, or no completed job
     bins: list[ReliabilityBin]
     ece: float | None  # expected calibration error: |accuracy - confidence| weighted by the bins' sizes
     mean_confidence_correct: float | None
@@ -85,7 +85,8 @@ class Reliability(BaseModel):
 
 
 def reliability(records: list[EvalRecord], n_bins: int = 5) -> Reliability:
-    scored = [r for r in records if r.correct is not None and r.confidence is not None]
+    # a job that did not complete has no answer whose confidence could be calibrated
+    scored = [r for r in records if r.correct is not None and r.confidence is not None and r.status in (None, "completed")]
     edges = [i / n_bins for i in range(n_bins + 1)]
     bins = []
     for low, high in zip(edges, edges[1:]):

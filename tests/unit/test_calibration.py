@@ -26,9 +26,10 @@ def _rec(i: int, confidence: float | None, correct: bool | None, mode: str = "st
 
 def test_reliability_bins_correctness_by_confidence():
     records = [_rec(1, 0.1, False), _rec(2, 0.15, False), _rec(3, 0.5, True), _rec(4, 0.55, False), _rec(5, 0.95, True),
-               _rec(6, 1.0, True), _rec(7, 0.9, None), _rec(8, None, True)]
+               _rec(6, 1.0, True), _rec(7, 0.9, None), _rec(8, None, True),
+               EvalRecord(id="9", source="x", status="failed", confidence=0.0, correct=False)]
     rel = reliability(records, n_bins=5)
-    assert (rel.scored, rel.unscored) == (6, 2)
+    assert (rel.scored, rel.unscored) == (6, 3)  # no verdict, no confidence, no completed job
     assert [b.questions for b in rel.bins] == [2, 0, 2, 0, 2]  # a confidence of 1.0 falls in the top bin
     assert [b.accuracy for b in rel.bins] == [0.0, None, 0.5, None, 1.0]
     assert rel.bins[4].mean_confidence == pytest.approx(0.975)
