@@ -141,18 +141,29 @@ def section_markdown(report: RetrievalReport, questions: Path, data: Path) -> st
     return f"""{SECTION}
 
 Made by `finagent eval financebench --questions {_relative(questions)} --data {_relative(data)} --write-docs`
-with the `{report.embedder}` embedder, the `extractive` planner, chunks of the settings' size (every page split on
-its own, each chunk headed by its company, form and fiscal period) and the product's search
-(`agent/retrieval/hybrid.py`). A question counts an evidence page as found when one of the top k chunks comes from
-it; recall is averaged over questions. *Filtered*: the companies and fiscal periods the product's planner reads from
-the question text (never the gold document); *shared*: one store of every filing, no filter (the FinanceBench
-paper's hard setting).
+with the `{report.embedder}` embedder and the default (`extractive`) planner. How it searches
+(`agent/retrieval/page_search.py` over `agent/retrieval/hybrid.py`):
+
+- Every page is chunked on its own at the settings' chunk size; each chunk starts with its company, form and fiscal
+  period, and a page's later chunks repeat the page's first line or two (a statement's caption).
+- Queries: {report.query}. The phrases are the product's 10-K planner's sub-question keywords for the question
+  (statement captions and line items from `agent/tenk/lexicon.py`), at most four.
+- A search's pages rank by their best chunk; the lists of every phrase are fused by reciprocal rank. *Vector* and
+  *keyword* rank by one side alone (keyword: `ts_rank_cd` over every chunk holding any query word); *hybrid* fuses
+  each phrase's vector and keyword page lists by reciprocal rank.
+- Page recall@k: the share of a question's evidence pages among the top k pages; document recall@k: the share of
+  its evidence documents among those pages' documents; both averaged over questions.
+- *Filtered*: each company the planner names in the question text, with the fiscal periods it resolves from the
+  text against that company's filings (the whole company when none resolve); never the gold document. A question
+  with no known company searches the whole store. *Shared*: one store of every filing, no filter (the FinanceBench
+  paper's hard setting).
 
 {report.evaluated} of {report.questions} questions evaluated; skipped: {skipped}.
 
 {_markdown_table(report.conditions)}
 
 ![FinanceBench retrieval recall](financebench_retrieval.png)
+{_embedder_note(report)}
 
 The questions are split into two fixed halves by a hash of their id. Retrieval was developed on half a and checked
 on half b, so a gap between them would show rules fitted to the visible questions:
@@ -168,6 +179,15 @@ Goals (issue #12): page recall@15 ≥ 0.95 filtered, ≥ 0.75 shared, hybrid abo
 FinanceBench paper (arXiv 2311.11944) reports GPT-4-Turbo answering 19% correctly with a shared vector store and 50%
 with a per-document store.
 """
+
+
+def _embedder_note(report: RetrievalReport) -> str:
+    if not report.embedder.startswith("hash"):
+        return ""
+    return ("\nThese figures use the `hash` test embedder (word and word-pair feature hashing), so the *vector* side is\n"
+            "lexical too; they are not the product's semantic retrieval. With the local model:\n"
+            "`FINAGENT_EMBEDDING_PROVIDER=local finagent eval financebench --write-docs` (the ingest embeds about 51k chunks\n"
+            "once; it resumes where it stopped and skips unchanged filings).\n")
 
 
 def write_section(path: Path, heading: str, body: str) -> None:

@@ -152,9 +152,11 @@ def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
 
 def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
                        on_question: Callable[[int], None] | None = None, expand: bool = True,
-                       keyword_candidates: KeywordCandidates = "ranked") -> RetrievalReport:
+                       keyword_candidates: KeywordCandidates = "ranked", conditions: list[str] | None = None) -> RetrievalReport:
     """`expand`: search the 10-K lexicon's phrases for the question as well as the question; `keyword_candidates`:
-    where hybrid's keyword-only candidates come from (agent/retrieval/page_search.py, hybrid.py)."""
+    where hybrid's keyword-only candidates come from (agent/retrieval/page_search.py, hybrid.py); `conditions`: a
+    subset of CONDITIONS to run (all by default)."""
+    names = conditions or list(CONDITIONS)
     filings = stored_filings(ctx)
     by_name = {f.doc_name: f for f in filings.values()}
     report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx),
@@ -164,19 +166,20 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
         if reason:
             report.skipped.append(Skipped(financebench_id=q.financebench_id, reason=reason))
         else:
-            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand, keyword_candidates))
+            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand, keyword_candidates, names))
         if on_question:
             on_question(i + 1)
     report.evaluated = len(report.results)
-    report.conditions = {name: mean_recall(report.results, name) for name in CONDITIONS}
-    report.halves = {h: {name: mean_recall([r for r in report.results if r.half == h], name) for name in CONDITIONS}
+    report.conditions = {name: mean_recall(report.results, name) for name in names}
+    report.halves = {h: {name: mean_recall([r for r in report.results if r.half == h], name) for name in names}
                      for h in ("a", "b")}
     report.planner = _planner_accuracy(report.results, by_name)
     return report
 
 
 def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, StoredFiling],
-                  by_name: dict[str, StoredFiling], expand: bool, keyword_candidates: KeywordCandidates) -> QuestionResult:
+                  by_name: dict[str, StoredFiling], expand: bool, keyword_candidates: KeywordCandidates,
+                  names: list[str]) -> QuestionResult:
     flt = planner_filter(ctx, q.question)  # the question text only
     evidence = sorted(q.evidence_pages)
     covers = all(flt.covers(by_name[d].ticker, by_name[d].period) for d in q.evidence_docs)
@@ -184,7 +187,8 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
                             filter=flt, filter_covers_evidence=covers)
     s = ctx.settings
     phrases = search_phrases(q.question) if expand else [q.question]
-    for name, (mode, filtered) in CONDITIONS.items():
+    for name in names:
+        mode, filtered = CONDITIONS[name]
         # a question the planner gave no filter searches the whole store in the filtered conditions too
         scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
         found = search_pages(ctx.pool, ctx.embed_query, phrases, scopes, mode, s.semantic_weight, s.keyword_weight,

@@ -272,3 +272,17 @@ def test_the_docs_section_is_replaced_in_place_and_other_sections_are_kept(tmp_p
     doc.write_text(f"# Q\n\n{SECTION}\n\nold\n\n## Calibration\n\ncal\n")
     write_section(doc, SECTION, f"{SECTION}\n\nnew\n")
     assert doc.read_text() == f"# Q\n\n{SECTION}\n\nnew\n\n## Calibration\n\ncal\n"
+
+
+def test_the_docs_section_has_every_condition_the_references_and_no_machine_paths():
+    from agent.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport
+    from ops.eval_financebench import DEFAULT_DATA, REPO, plot_png, section_markdown
+
+    recall = Recall(questions=2, page_recall_at_5=0.5, page_recall_at_15=0.75, doc_recall_at_5=1.0, doc_recall_at_15=1.0)
+    report = RetrievalReport(questions=3, evaluated=2, embedder="hash", conditions={n: recall for n in CONDITIONS},
+                             halves={h: {n: recall for n in CONDITIONS} for h in "ab"})
+    text = section_markdown(report, REPO / DEFAULT_DATA / "questions_dev.jsonl", REPO / DEFAULT_DATA)
+    assert all(f"| `{n}` | 0.500 | 0.750 | 1.000 | 1.000 |" in text for n in CONDITIONS)
+    assert "--questions ../shared/data/financebench/questions_dev.jsonl --data ../shared/data/financebench" in text
+    assert "19%" in text and "50%" in text and str(REPO) not in text and "hash` test embedder" in text
+    assert plot_png(report).startswith(b"\x89PNG")
