@@ -142,3 +142,22 @@ def test_the_answers_plot_is_a_png():
     records = score_questions([_q(1, "$120.00"), _q(2, "Yes, renewed.", "novel-generated")],
                               [_a(1, "Revenue was $120 million."), _a(2, "It was extended.")], Settings())
     assert answers_plot(summarise(records, "extractive", None))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_setting_points_the_run_at_an_endpoint(monkeypatch):
+    from agent.eval.judge import judge_enabled
+    from agent.settings import get_settings
+    from ops.eval_financebench_answers import use_endpoint
+
+    monkeypatch.setenv("FINAGENT_LLM_PROVIDER", "extractive")
+    monkeypatch.delenv("FINAGENT_LLM_BASE_URL", raising=False)
+    get_settings.cache_clear()
+    try:
+        assert not judge_enabled(get_settings())
+        use_endpoint("http://127.0.0.1:8080/v1")
+        settings = get_settings()
+        assert (settings.llm_provider, settings.llm_base_url, judge_enabled(settings)) == ("openai", "http://127.0.0.1:8080/v1", True)
+    finally:
+        monkeypatch.delenv("FINAGENT_LLM_PROVIDER", raising=False)
+        monkeypatch.delenv("FINAGENT_LLM_BASE_URL", raising=False)
+        get_settings.cache_clear()
