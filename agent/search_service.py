@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 from agent.context import Context
 from agent.models.corpus import Period, SearchFilters, SearchHit
 from agent.retrieval.availability import available_periods
-from agent.retrieval.hybrid import Corpus, hybrid_search
+from agent.retrieval.hybrid import Corpus, Mode, hybrid_search
 from agent.retrieval.periods import resolve
 
 
@@ -17,6 +17,7 @@ class SearchRequest(BaseModel):
     items: list[str] = Field(default_factory=list)
     corpus: Corpus = "transcript"
     top_k: int = Field(default=15, ge=1, le=200)
+    mode: Mode = "hybrid"  # or rank by one side alone: "semantic" (vector) or "keyword"
 
 
 class SearchResponse(BaseModel):
@@ -57,7 +58,8 @@ def search(ctx: Context, req: SearchRequest) -> SearchResponse:
     vec = ctx.embed_query(req.query)
     if not req.time_refs:  # no period asked: search everything matching the other filters
         filters = SearchFilters(tickers=req.tickers, items=req.items)
-        resp.hits = hybrid_search(ctx.pool, req.query, vec, filters, req.corpus, req.top_k, s.semantic_weight, s.keyword_weight)
+        resp.hits = hybrid_search(ctx.pool, req.query, vec, filters, req.corpus, req.top_k, s.semantic_weight,
+                                  s.keyword_weight, mode=req.mode)
         return resp
     periods, problems = resolve_periods(ctx, req.tickers or known, req.time_refs, req.corpus)
     resp.problems += problems
@@ -65,7 +67,8 @@ def search(ctx: Context, req: SearchRequest) -> SearchResponse:
     hits: list[SearchHit] = []
     for ticker, ps in periods.items():
         filters = SearchFilters(tickers=[ticker], periods=ps, items=req.items)
-        hits += hybrid_search(ctx.pool, req.query, vec, filters, req.corpus, req.top_k, s.semantic_weight, s.keyword_weight)
+        hits += hybrid_search(ctx.pool, req.query, vec, filters, req.corpus, req.top_k, s.semantic_weight, s.keyword_weight,
+                              mode=req.mode)
     hits.sort(key=lambda h: -h.score)
     resp.hits = hits[: req.top_k * max(1, len(periods))]
     return resp

@@ -114,6 +114,10 @@ def _run_ingest(kind: Kind, paths: list[Path], inline: bool, as_json: bool) -> N
 
     ctx = bootstrap(workers=not inline)
     report = ingest(ctx, kind, paths, fanout=not inline, quiet=as_json)
+    _print_ingest_report(report, as_json)
+
+
+def _print_ingest_report(report, as_json: bool) -> None:
     if as_json:
         _print_json(report.model_dump() | {"errors": len(report.errors)})
     else:
@@ -139,6 +143,23 @@ def ingest_10k(paths: list[Path], inline: bool = typer.Option(False, help="Embed
                as_json: bool = typer.Option(False, "--json")):
     """Ingest 10-K filings: EDGAR HTML / inline XBRL or PDF; directories are walked."""
     _run_ingest("10k", paths, inline, as_json)
+
+
+@ingest_app.command("pages")
+def ingest_pages(data_dir: Path, inline: bool = typer.Option(False, help="Embed in this process instead of on the workers."),
+                 as_json: bool = typer.Option(False, "--json")):
+    """Ingest filings given as page texts (10-K, 10-Q, 8-K, earnings): DATA_DIR/documents.jsonl (doc_name, company,
+    doc_type, doc_period) and DATA_DIR/pages/{doc_name}.jsonl.gz; every chunk keeps its 0-based page."""
+    from ops.financebench_ingest import PagesDirError, ingest_financebench, pages_layout
+    from ops.runtime import bootstrap
+
+    try:
+        pages_layout(data_dir)
+    except PagesDirError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        raise typer.Exit(code=2) from None
+    report = ingest_financebench(bootstrap(workers=not inline), data_dir, fanout=not inline, quiet=as_json)
+    _print_ingest_report(report, as_json)
 
 
 def sample_corpus_dir() -> Path:

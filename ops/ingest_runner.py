@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -73,19 +74,24 @@ def _failure(what: str, exc: Exception) -> str:
     return f"{what}: {type(exc).__name__}: {exc}"
 
 
-def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False) -> IngestReport:
+def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False,
+           prepare_file: Callable[[Path], PreparedDocument] | None = None, label: str | None = None) -> IngestReport:
+    """Ingest the files of `kind` found under `paths`; with `prepare_file`, exactly `paths`, each read by it."""
     started = time.perf_counter()
     report = IngestReport()
     s = ctx.settings
     todo: list[PreparedDocument] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   disable=quiet) as progress:
-        files = expand_paths(paths, kind)
-        parse_task = progress.add_task(f"parsing {kind} files", total=len(files))
+        files = list(paths) if prepare_file else expand_paths(paths, kind)
+        parse_task = progress.add_task(f"parsing {label or kind} files", total=len(files))
         limits = IngestLimits.from_settings(s)
         for path in files:
             try:
-                prepared = prepare(kind, path, s.chunk_size, s.chunk_overlap, limits=limits)
+                if prepare_file:
+                    prepared = prepare_file(path)
+                else:
+                    prepared = prepare(kind, path, s.chunk_size, s.chunk_overlap, limits=limits)
             except IngestError as exc:
                 report.files.append(FileOutcome(path=str(path), status="error", reason=exc.reason))
             except Exception as exc:  # a parser's own failure on a hostile file fails that file, not the run

@@ -11,9 +11,10 @@ from pydantic_core import PydanticSerializationError
 
 from agent.ingest.chunking import chunk_turns, split_text
 from agent.ingest.errors import IngestError
-from agent.models.corpus import TenKDoc, TranscriptDoc
+from agent.models.corpus import FilingDoc, FilingKind, TenKDoc, TranscriptDoc
 
-Kind = Literal["transcript", "10k"]
+Kind = Literal["transcript", "10k"]  # what `prepare` reads; filings given as page texts: prepare_pages
+DocKind = Literal["transcript", "10k"] | FilingKind  # documents.kind
 
 
 class IngestLimits(BaseModel):
@@ -37,18 +38,25 @@ class PreparedChunk(BaseModel):
     section: str | None = None  # transcripts: prepared_remarks | qa
     item: str | None = None  # 10-K item
     item_title: str | None = None
+    page: int | None = None  # filings read page by page
 
 
 class PreparedDocument(BaseModel):
-    kind: Kind
+    kind: DocKind
     path: str
     content_hash: str
-    doc: TranscriptDoc | TenKDoc
+    doc: TranscriptDoc | TenKDoc | FilingDoc
     chunks: list[PreparedChunk]
 
     @property
     def fiscal_quarter(self) -> int:
         return getattr(self.doc, "fiscal_quarter", 0)
+
+    @property
+    def variant(self) -> str:
+        """Tells apart documents of one kind, company and period (documents.variant): an 8-K's date."""
+        filed_on = getattr(self.doc, "filed_on", None)
+        return filed_on.isoformat() if isinstance(self.doc, FilingDoc) and filed_on else ""
 
 
 def _hash(path: Path) -> str:
@@ -107,6 +115,28 @@ def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None, 
     if not chunks:
         raise IngestError(path, "no text found in any 10-K item")
     return PreparedDocument(kind="10k", path=str(path), content_hash=_hash(path), doc=doc, chunks=chunks)
+
+
+def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits: IngestLimits | None = None) -> PreparedDocument:
+    """A filing given as page texts (agent/ingest/filing_pages.py), with its manifest row and registry ticker."""
+    from agent.ingest.filing_pages import CHUNKING_VERSION, filing_from_pages, page_chunks
+
+    limits = limits or IngestLimits()
+    if not path.is_file():
+        raise IngestError(path, "no such file")
+    nbytes = path.stat().st_size
+    if nbytes > limits.max_file_bytes:
+        raise IngestError(path, f"{nbytes} bytes, over the ingest limit of {limits.max_file_bytes} (FINAGENT_INGEST_MAX_FILE_BYTES)")
+    doc = filing_from_pages(path, meta, ticker, limits.max_pdf_pages)
+    chunks = [PreparedChunk(index=i, text=text, page=page) for i, (page, text) in enumerate(page_chunks(doc, size, overlap))]
+    if len(chunks) > limits.max_chunks:
+        raise IngestError(path, f"{len(chunks)} chunks, over the limit of {limits.max_chunks} per document (FINAGENT_INGEST_MAX_CHUNKS)")
+    # the hash covers what the chunks are made of: the pages, the manifest row and ticker they are filed under, and
+    # how they are chunked
+    recipe = f"\n{meta.model_dump_json()}\n{ticker}\n{CHUNKING_VERSION}:{size}:{overlap}"
+    digest = hashlib.sha256(path.read_bytes() + recipe.encode()).hexdigest()
+    prepared = PreparedDocument(kind=doc.kind, path=str(path), content_hash=digest, doc=doc, chunks=chunks)
+    return _check_storable(path, prepared)
 
 
 def prepare(kind: Kind, path: Path, size: int, overlap: int, ticker: str | None = None,

@@ -6,7 +6,7 @@ from typing import Literal
 import numpy as np
 
 from agent.ingest.documents import PreparedDocument
-from agent.models.corpus import TenKDoc, TranscriptDoc
+from agent.models.corpus import FilingDoc, TenKDoc, TranscriptDoc
 from agent.retrieval.companies import ensure_company
 
 Outcome = Literal["added", "replaced", "unchanged"]
@@ -14,8 +14,8 @@ Outcome = Literal["added", "replaced", "unchanged"]
 
 def existing_hash(conn, prepared: PreparedDocument) -> str | None:
     row = conn.execute(
-        "SELECT content_hash FROM documents WHERE kind=%s AND ticker=%s AND fiscal_year=%s AND fiscal_quarter=%s",
-        (prepared.kind, prepared.doc.ticker, prepared.doc.fiscal_year, prepared.fiscal_quarter),
+        "SELECT content_hash FROM documents WHERE kind=%s AND ticker=%s AND fiscal_year=%s AND fiscal_quarter=%s AND variant=%s",
+        (prepared.kind, prepared.doc.ticker, prepared.doc.fiscal_year, prepared.fiscal_quarter, prepared.variant),
     ).fetchone()
     return row["content_hash"] if row else None
 
@@ -25,20 +25,22 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
     assert len(embeddings) == len(prepared.chunks)
     with pool.connection() as conn, conn.transaction():
         # serialise writers of the same document so two concurrent ingests cannot both insert
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{prepared.kind}:{doc.ticker}:{doc.fiscal_year}:{prepared.fiscal_quarter}",))
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                     (f"{prepared.kind}:{doc.ticker}:{doc.fiscal_year}:{prepared.fiscal_quarter}:{prepared.variant}",))
         previous = existing_hash(conn, prepared)
         if previous == prepared.content_hash:
             return "unchanged"
         ensure_company(conn, doc.ticker, doc.company_name)
         if previous:
             conn.execute(
-                "DELETE FROM documents WHERE kind=%s AND ticker=%s AND fiscal_year=%s AND fiscal_quarter=%s",
-                (prepared.kind, doc.ticker, doc.fiscal_year, prepared.fiscal_quarter),
+                "DELETE FROM documents WHERE kind=%s AND ticker=%s AND fiscal_year=%s AND fiscal_quarter=%s AND variant=%s",
+                (prepared.kind, doc.ticker, doc.fiscal_year, prepared.fiscal_quarter, prepared.variant),
             )
+        dated = doc.filed_on if isinstance(doc, FilingDoc) else getattr(doc, "call_date", None)
         doc_id = conn.execute(
-            "INSERT INTO documents (kind, ticker, fiscal_year, fiscal_quarter, call_date, source_path, content_hash, title)"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
-            (prepared.kind, doc.ticker, doc.fiscal_year, prepared.fiscal_quarter, getattr(doc, "call_date", None),
+            "INSERT INTO documents (kind, ticker, fiscal_year, fiscal_quarter, variant, call_date, source_path, content_hash, title)"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+            (prepared.kind, doc.ticker, doc.fiscal_year, prepared.fiscal_quarter, prepared.variant, dated,
              prepared.path, prepared.content_hash, getattr(doc, "title", None) or doc.company_name),
         ).fetchone()["id"]
         with conn.cursor() as cur:
@@ -49,6 +51,13 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
                     " section, chunk_index, text, embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                     [(doc_id, doc.ticker, doc.fiscal_year, doc.fiscal_quarter, doc.call_date, c.speaker, c.section,
                       c.index, c.text, e) for c, e in zip(prepared.chunks, embeddings)],
+                )
+            elif isinstance(doc, FilingDoc):
+                cur.executemany(
+                    "INSERT INTO tenk_chunks (document_id, ticker, fiscal_year, fiscal_quarter, item, chunk_index, page, text,"
+                    " embedding) VALUES (%s,%s,%s,%s,'',%s,%s,%s,%s)",
+                    [(doc_id, doc.ticker, doc.fiscal_year, doc.fiscal_quarter, c.index, c.page, c.text, e)
+                     for c, e in zip(prepared.chunks, embeddings)],
                 )
             else:
                 assert isinstance(doc, TenKDoc)  # prepare_10k pairs the kind with its doc type

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 
 Section = Literal["prepared_remarks", "qa"]
 SourceType = Literal["transcript", "10k", "10k_table", "news"]
+FilingKind = Literal["10k", "10q", "8k", "earnings"]  # documents.kind of a filing read page by page
 
 
 class Company(BaseModel):
@@ -85,6 +86,28 @@ class TenKDoc(BaseModel):
     tables: list[TenKTable] = Field(default_factory=list)
 
 
+class FilingPage(BaseModel):
+    page: int = Field(ge=0)  # 0-based page of the PDF
+    text: str
+
+
+class FilingDoc(BaseModel):
+    """A filing given as the text of its PDF pages (10-K, 10-Q, 8-K or earnings release)."""
+
+    ticker: str
+    company_name: str | None = None
+    kind: FilingKind
+    name: str  # the source's document name
+    fiscal_year: int
+    fiscal_quarter: int = Field(default=0, ge=0, le=4)  # 0 for annual documents and 8-Ks
+    filed_on: dt.date | None = None  # 8-Ks: the date that tells a company's 8-Ks of one year apart
+    pages: list[FilingPage] = Field(min_length=1)
+
+    @property
+    def title(self) -> str:
+        return self.name
+
+
 class SearchFilters(BaseModel):
     tickers: list[str] = Field(default_factory=list)
     periods: list[Period] = Field(default_factory=list)  # transcripts: fiscal quarters
@@ -109,6 +132,7 @@ class SearchHit(BaseModel):
     url: str | None = None
     document_id: int | None = None  # with chunk_index: where the chunk sits in its document
     chunk_index: int | None = None
+    page: int | None = None  # filings read page by page: the 0-based PDF page
     text: str
     score: float = 0.0
     semantic: float = 0.0

@@ -9,12 +9,16 @@ from agent.models.corpus import Period
 _KEY = "finagent:periods:{corpus}:{ticker}"
 
 
+FILING_KINDS = ["10k", "10q", "8k", "earnings"]  # corpus "filing": every filing, whatever its form
+_CORPORA = ("transcript", "10k", "filing")
+
+
 def _query(conn, ticker: str, corpus: str) -> list[Period]:
-    kind = "transcript" if corpus == "transcript" else "10k"
+    kinds = FILING_KINDS if corpus == "filing" else ["transcript" if corpus == "transcript" else "10k"]
     rows = conn.execute(
-        "SELECT DISTINCT fiscal_year, fiscal_quarter FROM documents WHERE ticker = %s AND kind = %s"
+        "SELECT DISTINCT fiscal_year, fiscal_quarter FROM documents WHERE ticker = %s AND kind = ANY(%s)"
         " ORDER BY fiscal_year, fiscal_quarter",
-        (ticker.upper(), kind),
+        (ticker.upper(), kinds),
     ).fetchall()
     return [Period(fiscal_year=r["fiscal_year"], fiscal_quarter=r["fiscal_quarter"]) for r in rows]
 
@@ -34,4 +38,4 @@ def available_periods(pool, ticker: str, corpus: str = "transcript", redis=None,
 
 def invalidate(redis, ticker: str) -> None:
     if redis is not None:
-        redis.delete(*(_KEY.format(corpus=c, ticker=ticker.upper()) for c in ("transcript", "10k")))
+        redis.delete(*(_KEY.format(corpus=c, ticker=ticker.upper()) for c in _CORPORA))

@@ -32,6 +32,62 @@ def ensure_company(conn, ticker: str, name: str | None = None) -> None:
     )
 
 
+_SUFFIX = re.compile(r"(?:,?\s+(?:inc|incorporated|corp|corporation|co|company|companies|plc|ltd|limited|holdings|group|llc|lp))+\.?$",
+                     re.IGNORECASE)
+
+
+def _base_name(name: str) -> str:
+    """The name without its legal form: 'Acme Widgets, Inc.' -> 'Acme Widgets'."""
+    return _SUFFIX.sub("", " ".join(name.split())).strip(" ,.")
+
+
+def derived_aliases(name: str) -> list[str]:
+    """Ways a question names a company, derived from its registered name by general rules: without the legal
+    form ('Acme Corporation' -> 'Acme'), hyphens as spaces ('Acme-Cola' -> 'Acme Cola'), a leading acronym of a
+    longer name ('ACME Resorts' -> 'ACME') and the initials of a two-name firm ('Smith & Jones' -> 'S&J', 'SnJ')."""
+    base = _base_name(name)
+    out = [base]
+    if "-" in base:
+        out.append(base.replace("-", " "))
+    words = base.split()
+    if len(words) > 1 and re.fullmatch(r"[A-Z]{2,}", words[0]):
+        out.append(words[0])
+    pair = re.fullmatch(r"([A-Za-z])\w*\s*&\s*([A-Za-z])\w*", base)
+    if pair:
+        out += [f"{pair[1]}&{pair[2]}".upper(), f"{pair[1].upper()}n{pair[2].upper()}"]
+    return [a for a in dict.fromkeys(out) if a and a != name]
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9&]+", " ", _base_name(name).lower()).strip()
+
+
+def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> Company | None:
+    """The registered company that `name` is (its name or an alias, legal form and punctuation aside)."""
+    want = _norm(name)
+    for c in companies:
+        if want in {_norm(n) for n in [c.name, *c.aliases]}:
+            return c
+    return None
+
+
+def register_company(conn, name: str) -> str:
+    """The ticker of the company called `name`: a registered one it matches, or a new entry keyed by its name
+    (upper case, letters and digits) with derived aliases, for corpora that name companies but give no ticker."""
+    companies = load_companies(conn)
+    found = match_company(name, companies)
+    if found:
+        return found.ticker
+    key = re.sub(r"[^A-Z0-9]", "", _base_name(name).upper()) or "COMPANY"
+    taken = {c.ticker for c in companies}
+    ticker, n = key, 2
+    while ticker in taken:
+        ticker, n = f"{key}{n}", n + 1
+    conn.execute("INSERT INTO companies (ticker, name, aliases) VALUES (%s, %s, %s) ON CONFLICT (ticker) DO NOTHING",
+                 (ticker, name, derived_aliases(name)))
+    return ticker
+
+
 def load_companies(conn) -> list[Company]:
     rows = conn.execute("SELECT ticker, name, aliases, fiscal_year_end FROM companies ORDER BY ticker").fetchall()
     return [Company(**r) for r in rows]

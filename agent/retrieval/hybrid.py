@@ -34,7 +34,7 @@ Corpus = Literal["transcript", "10k"]
 
 _TABLES = {
     "transcript": ("transcript_chunks", "id, document_id, chunk_index, ticker, fiscal_year, fiscal_quarter, speaker, section, text"),
-    "10k": ("tenk_chunks", "id, document_id, chunk_index, ticker, fiscal_year, item, item_title, text"),
+    "10k": ("tenk_chunks", "id, document_id, chunk_index, ticker, fiscal_year, fiscal_quarter, item, item_title, page, text"),
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
 KEYWORD_MATCH_CAP = 500  # keyword-only candidates only from a match set of at most this many rows
@@ -62,10 +62,10 @@ def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict[str, 
     if f.tickers:
         clauses.append(sql.SQL("ticker = ANY(%(tickers)s)"))
         params["tickers"] = [t.upper() for t in f.tickers]
-    if f.periods and corpus == "transcript":
+    if f.periods:  # filings: a 10-K is its fiscal year's quarter 0, a 10-Q or an earnings release its quarter
         clauses.append(sql.SQL("fiscal_year * 10 + fiscal_quarter = ANY(%(periods)s)"))
         params["periods"] = [p.fiscal_year * 10 + p.fiscal_quarter for p in f.periods]
-    years = f.fiscal_years or ([p.fiscal_year for p in f.periods] if corpus == "10k" else [])
+    years = f.fiscal_years
     if years:
         clauses.append(sql.SQL("fiscal_year = ANY(%(years)s)"))
         params["years"] = list(dict.fromkeys(years))
@@ -86,10 +86,19 @@ _KEYWORD = """
     m AS (SELECT id FROM m_and UNION ALL SELECT id FROM m_or),
     kw AS (SELECT s.id FROM m JOIN {source} s USING (id) WHERE (SELECT count(*) FROM m) <= %(cap)s
            ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT %(n)s)"""
+# keyword-only search ranks every row holding any query word: no cap, no AND pre-selection (an eval and a
+# diagnostic, not the interactive path)
+_RANKED_KEYWORD = """
+    kw AS (SELECT id FROM {source} WHERE tsv @@ to_tsquery('english', %(orq)s)
+           ORDER BY ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id LIMIT %(n)s)"""
 _SCORED = """
     SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
     FROM {cand} JOIN {t} c USING (id)"""
-Part = Literal["both", "semantic", "keyword"]
+Part = Literal["both", "both_ranked", "semantic", "keyword", "ranked_keyword"]
+Mode = Literal["hybrid", "semantic", "keyword"]  # which side of the search ranks: both fused, or one alone
+# Where hybrid's keyword-only candidates come from: "selective" (the rows holding all the words, capped, see the
+# module's docstring) or "ranked" (the top n by rank of every row holding any word: deeper, slower).
+KeywordCandidates = Literal["selective", "ranked"]
 
 
 def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "both") -> sql.Composed:
@@ -105,11 +114,14 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
     else:
         source, order = t, sql.SQL("embedding <=> %(vec)s")
-    if part in ("both", "semantic"):
+    if part in ("both", "both_ranked", "semantic"):
         ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
     if part in ("both", "keyword"):
         ctes.append(sql.SQL(_KEYWORD).format(source=source))
-    cand = {"both": "(SELECT id FROM sem UNION SELECT id FROM kw) cand", "semantic": "sem", "keyword": "kw"}[part]
+    if part in ("both_ranked", "ranked_keyword"):
+        ctes.append(sql.SQL(_RANKED_KEYWORD).format(source=source))
+    union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
+    cand = {"both": union, "both_ranked": union, "semantic": "sem"}.get(part, "kw")
     scored = sql.SQL(_SCORED).format(
         cand=sql.SQL(cand), t=t, cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
@@ -136,13 +148,19 @@ def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None
         return conn.execute(query, params).fetchall()
 
 
-def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict) -> list[dict]:
+def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict, mode: Mode = "hybrid",
+                keyword_candidates: KeywordCandidates = "selective") -> list[dict]:
     """Scored candidate rows. The exact path is one statement; the indexed one runs its keyword statement on a
     second connection while the HNSW scan runs on this one, so an unfiltered search costs the slower side,
     not the sum."""
+    if mode == "keyword":  # no vector index involved: the filtered scope, or the whole table
+        return _fetch(pool, _query(corpus, where, exact, "ranked_keyword"), params)
+    if mode == "semantic":
+        return _fetch(pool, _query(corpus, where, exact, "semantic"), params, ef_search=None if exact else max(EF_SEARCH, params["n"]))
+    ranked = keyword_candidates == "ranked"
     if exact:
-        return _fetch(pool, _query(corpus, where, True), params)
-    keyword = _executor().submit(_fetch, pool, _indexed_query(corpus, "keyword"), params)
+        return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), params)
+    keyword = _executor().submit(_fetch, pool, _indexed_query(corpus, "ranked_keyword" if ranked else "keyword"), params)
     rows = _fetch(pool, _indexed_query(corpus, "semantic"), params, ef_search=max(EF_SEARCH, params["n"]))
     seen = {r["id"] for r in rows}
     return rows + [r for r in keyword.result() if r["id"] not in seen]
@@ -165,14 +183,19 @@ def hybrid_search(
     semantic_weight: float = 0.7,
     keyword_weight: float = 0.3,
     exact: bool | None = None,
+    mode: Mode = "hybrid",
+    keyword_candidates: KeywordCandidates = "selective",
 ) -> list[SearchHit]:
+    """The top_k chunks by the weighted, normalised scores; `mode` "semantic" or "keyword" ranks by one side alone."""
     filters = filters or SearchFilters()
+    if mode != "hybrid":
+        semantic_weight, keyword_weight = (1.0, 0.0) if mode == "semantic" else (0.0, 1.0)
     exact = bool(exact) or filters.is_filtered  # a filtered search is always exact
     where, params = _where(corpus, filters)
     n = max(top_k * 4, 60)
     params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
                "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1}
-    rows = _candidates(pool, corpus, where, exact, params)
+    rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates)
     if not rows:
         return []
     sims = _normalise([float(r["sim"]) for r in rows])
@@ -192,6 +215,7 @@ def hybrid_search(
             section=r.get("section"),
             document_id=r.get("document_id"),
             chunk_index=r.get("chunk_index"),
+            page=r.get("page"),
             text=r["text"],
             semantic=float(r["sim"]),
             keyword=float(r["rank"]),
