@@ -8,7 +8,7 @@ Speed: real transcript files from ../shared/data/transcripts go through `ops.ing
 the embedding cache emptied in between and each model loaded before the clock starts. Real FinanceBench page chunks
 are embedded too (the embedder alone: no ingest kind reads those pages).
 
-Quality: over the FinanceBench questions' filings, a pool of page chunks (every evidence page, plus every tenth page
+Quality: over the FinanceBench questions' filings, a pool of page chunks (every evidence page, plus every 25th page
 of the same filings) is embedded by each embedder; the figures are the cosine of each chunk's vector to the torch
 vector, the overlap of each question's top 15 chunks with the torch top 15, and the share of questions whose
 evidence page is in the top 15 (page recall@15) under each embedder.
@@ -82,7 +82,7 @@ def questions(folder: Path, n: int, part: str) -> list[Question]:
     return pick(out, part)[:n]
 
 
-def page_chunks(folder: Path, qs: list[Question], every: int = 10) -> list[PageChunk]:
+def page_chunks(folder: Path, qs: list[Question], every: int = 25) -> list[PageChunk]:
     """The chunks (the project's chunker, 1,000 characters) of every evidence page and every `every`-th page of the
     questions' filings."""
     from agent.ingest.chunking import split_text
