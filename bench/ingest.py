@@ -252,8 +252,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
     p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
     p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
-    p.add_argument("--files", type=int, default=8, help="transcript files to ingest per embedder")
-    p.add_argument("--questions", type=int, default=30, help="FinanceBench questions of the quality check")
+    p.add_argument("--files", type=int, default=4, help="transcript files to ingest per embedder")
+    p.add_argument("--questions", type=int, default=20, help="FinanceBench questions of the quality check")
     p.add_argument("--part", choices=("all", "even", "odd"), default="all",
                    help="every file and question, or every other one (even: development half; odd: held-out half)")
     p.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
