@@ -123,6 +123,11 @@ class Settings(BaseSettings):
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_dim: int = 384
     embedding_batch_size: int = 64
+    # the local model's runtime: onnx (ONNX Runtime, agent/providers/onnx_embedder.py) or torch (sentence-transformers)
+    embedding_backend: Literal["onnx", "torch"] = "onnx"
+    embedding_quantize: Literal["int8", "none"] = "int8"  # onnx only: int8 weights (docs/benchmarks.md has the cost)
+    embedding_threads: int = Field(0, ge=0)  # onnx batches run at once in a process; 0: one per CPU core
+    model_cache_dir: Path | None = None  # the exported ONNX models; default ~/.cache/finagent/models
     openai_api_key: SecretStr | None = None
     tavily_api_key: SecretStr | None = None
     tavily_base_url: str | None = None  # default: Tavily's own API

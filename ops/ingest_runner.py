@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -109,13 +111,14 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
         embed_task = progress.add_task("embedding chunks", total=total)
         write_task = progress.add_task("writing documents", total=len(todo))
 
-        def write(prepared: PreparedDocument, error: str | None = None) -> None:
-            if error is None:
-                try:
-                    vecs = ctx.embedder.embed([c.text for c in prepared.chunks])  # cache hits after the fan-out
-                except Exception as exc:  # a provider failure fails this document, not the batch
-                    error = f"embedding failed: {type(exc).__name__}: {exc}"
-            if error is None:
+        def embed(prepared: PreparedDocument) -> tuple[np.ndarray | None, str | None]:
+            try:
+                return ctx.embedder.embed([c.text for c in prepared.chunks]), None  # cache hits after the fan-out
+            except Exception as exc:  # a provider failure fails this document, not the batch
+                return None, f"embedding failed: {type(exc).__name__}: {exc}"
+
+        def store(prepared: PreparedDocument, vecs: np.ndarray | None, error: str | None) -> None:
+            if vecs is not None:  # None: embedding failed, and error says how
                 try:
                     status = write_document(ctx.pool, prepared, vecs)  # one transaction: all of the document or none
                 except Exception as exc:
@@ -137,14 +140,20 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                 for doc in list(pending):
                     ready, error = docs[doc]
                     if ready:
-                        write(todo[doc], error)
+                        store(todo[doc], *(embed(todo[doc]) if error is None else (None, error)))
                         pending.remove(doc)
                 if pending:
                     time.sleep(0.2)
         else:
-            for prepared in todo:
-                write(prepared)
-                progress.advance(embed_task, len(prepared.chunks))
+            # one writer thread, in order: document N is written while document N+1 is embedded
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer") as writer:
+                writes = []
+                for prepared in todo:
+                    vecs, error = embed(prepared)
+                    progress.advance(embed_task, len(prepared.chunks))
+                    writes.append(writer.submit(store, prepared, vecs, error))
+                for w in writes:
+                    w.result()  # store() reports its own failures; anything else is a bug and is raised
         report.chunks_embedded = total
     report.seconds = time.perf_counter() - started
     return report

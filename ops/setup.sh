@@ -35,6 +35,10 @@ if [ ! -f "$stamp" ]; then
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q -e ".[${extras}]"
   touch "$stamp"
 fi
+# the local embedder's ONNX model: exported once from the bundled weights into the model cache (seconds when present)
+if [[ ",$extras," == *",local,"* ]]; then
+  .venv/bin/python -c 'from agent.providers.onnx_embedder import prepare_default; prepare_default()'
+fi
 # the browser tests (pytest -m browser) render the batch report in headless Chromium
 if [[ ",$extras," == *",dev,"* ]] && ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null

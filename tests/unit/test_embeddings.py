@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from pydantic import ValidationError
 
 from agent.providers.embeddings import DIM, CachedEmbedder, HashEmbedder, make_embedder
 from agent.settings import Settings
@@ -107,3 +109,31 @@ def test_make_embedder_hash_is_cached_hash():
     e = make_embedder(Settings(embedding_provider="hash"))
     assert isinstance(e, CachedEmbedder) and isinstance(e.inner, HashEmbedder)
     assert e.name == "hash"
+
+
+def test_make_embedder_local_defaults_to_onnx_int8_and_loads_nothing_yet(tmp_path):
+    from agent.providers.onnx_embedder import OnnxEmbedder
+
+    e = make_embedder(Settings(embedding_provider="local", model_cache_dir=tmp_path))
+    assert isinstance(e.inner, OnnxEmbedder)
+    assert (e.inner.quantize, e.name, e.inner.cache_dir) == ("int8", "all-MiniLM-L6-v2:int8", tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the model is exported on first use, not when the embedder is made
+    none = make_embedder(Settings(embedding_provider="local", embedding_quantize="none", embedding_threads=1))
+    assert (none.name, none.inner.threads) == ("all-MiniLM-L6-v2", 1)
+
+
+def test_make_embedder_torch_backend_is_sentence_transformers():
+    from agent.providers.embeddings import LocalEmbedder
+
+    e = make_embedder(Settings(embedding_provider="local", embedding_backend="torch"))
+    assert isinstance(e.inner, LocalEmbedder) and e.name == "all-MiniLM-L6-v2"
+
+
+@pytest.mark.parametrize(("field", "value", "env"), [
+    ("embedding_backend", "tensorflow", "FINAGENT_EMBEDDING_BACKEND"),
+    ("embedding_quantize", "int4", "FINAGENT_EMBEDDING_QUANTIZE"),
+    ("embedding_threads", -1, "FINAGENT_EMBEDDING_THREADS"),
+])
+def test_embedding_settings_refuse_bad_values_naming_the_variable(field, value, env):
+    with pytest.raises(ValidationError, match=env):
+        Settings(**{field: value})
