@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -37,6 +38,11 @@ def financebench(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     write_docs: bool = typer.Option(False, "--write-docs", help="Write the section of docs/quality.md and its plot."),
     inline: bool = typer.Option(False, help="Embed in this process instead of on the workers."),
+    answers: bool = typer.Option(False, "--answers", help="Answer every question through the full pipeline and score the answers."),
+    mode: Optional[str] = typer.Option(None, help="--answers: answer mode of every job (default: the planner's choice)."),
+    limit: Optional[int] = typer.Option(None, min=1, help="--answers: only the first N questions."),
+    judge: Optional[bool] = typer.Option(None, "--judge/--no-judge", help="--answers: LLM judge (default: on with an endpoint)."),
+    endpoint: Optional[str] = typer.Option(None, help="--answers: an OpenAI-compatible base URL to answer and judge with."),
 ):
     """Retrieval recall of FinanceBench evidence pages: hybrid, vector-only and keyword-only search, each filtered
     to the planner's company and period and in one store shared by every filing."""
@@ -46,6 +52,11 @@ def financebench(
     except (QuestionsFileError, PagesDirError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from None
+    if answers:
+        from ops.eval_financebench_answers import run_answers
+
+        return run_answers(questions, data, mode=mode, limit=limit, judge=judge, as_json=as_json, write_docs=write_docs,
+                           endpoint=endpoint, inline_ingest=inline)
     from ops.runtime import bootstrap
 
     ctx = bootstrap(workers=not inline)

@@ -10,5 +10,6 @@ if [ "$#" -gt 0 ]; then
 fi
 echo "== ruff"; .venv/bin/ruff check .
 echo "== mypy"; .venv/bin/mypy
-echo "== unit tier"; .venv/bin/python -m pytest -q -m "not integration" --durations=5
-echo "== integration tier"; exec .venv/bin/python -m pytest -q -m integration --durations=25
+echo "== unit tier"; .venv/bin/python -m pytest -q -m "not integration" -n 2 --durations=5
+# two processes, each with its own embedded stack and workers; a file stays in one process (module fixtures)
+echo "== integration tier"; exec .venv/bin/python -m pytest -q -m integration -n 2 --dist loadfile --durations=25

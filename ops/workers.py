@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -111,19 +112,40 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
     return started
 
 
+def _ping_names(app, timeout: float) -> list[str]:
+    """The names of the workers that answer a broadcast ping. The ping runs in a thread of its own and is given up
+    after a bound: right after a broker restart, kombu's reply collection has been seen to block forever."""
+    replies: list = []
+    errors: list[BaseException] = []
+
+    def ping() -> None:
+        try:
+            replies.extend(app.control.ping(timeout=timeout) or [])
+        except BaseException as exc:  # handed to the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=ping, name="finagent-ping", daemon=True)
+    thread.start()
+    thread.join(timeout + 5)
+    if thread.is_alive():
+        raise TimeoutError("the broadcast ping did not return")
+    if errors:
+        raise errors[0]
+    return [name for r in replies for name in r]
+
+
 def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
     from workers.app import app, renew_broker_connections
 
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
-            replies = app.control.ping(timeout=0.5) or []
+            names = _ping_names(app, 0.5)
         except (OSError, *app.connection_for_read().connection_errors) as exc:  # a restart broke a pooled broker connection
             log.info("ping failed (%s); reconnecting", exc)
             renew_broker_connections()
             time.sleep(0.5)
             continue
-        names = [name for r in replies for name in r]
         if all(any(n.startswith(p) for n in names) for p in prefixes):
             return
     raise RuntimeError(f"workers {prefixes} did not answer within {wait_s:.0f}s; see the logs under data_dir/workers")

@@ -11,6 +11,8 @@ import pytest
 from agent.settings import Settings, get_settings
 from ops.workers import WorkerManager
 
+CHAOS_PROPERTY = "chaos"  # the user property that carries a chaos scenario's summary line
+
 
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory) -> Settings:

@@ -55,7 +55,10 @@ class Limits(BaseModel):
 # how Python carries bytes that were not valid UTF-8 (a command-line argument, a file read with surrogateescape)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_TICKER = re.compile(r"[A-Z][A-Z0-9]{0,5}(?:[.\-][A-Z0-9]{1,3})?")
+# an exchange symbol (ABC, BRK.B), or a registry key of a company known only by name (agent.retrieval.companies
+# register_company: its name's letters and digits, e.g. 3M or a long name); every registry key must pass, since plans,
+# suggestions and re-runs carry the registry's tickers into new requests
+_TICKER = re.compile(r"[A-Z0-9][A-Z0-9]{0,19}(?:[.\-][A-Z0-9]{1,3})?")
 MAX_TICKERS = 20
 
 

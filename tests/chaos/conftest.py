@@ -1,22 +1,16 @@
-"""The chaos tier: real workers, real Redis and Postgres, and faults injected into them. Each scenario adds its
-summary line (ops.chaos.ChaosTally.line) to CHAOS_LINES; they are printed together at the end of the run."""
+"""The chaos tier: real workers, real Redis and Postgres, and faults injected into them. Each scenario reports its
+summary line (ops.chaos.ChaosTally.line) as a user property of its test, so the line reaches the end of the run even
+from a pytest-xdist worker; tests/conftest.py prints them together in a "chaos summary" section."""
 from __future__ import annotations
 
 import pytest
 
-CHAOS_LINES: list[str] = []
+from tests.stack_fixtures import CHAOS_PROPERTY
 
 
 @pytest.fixture
-def report():
+def report(request):
     def add(line: str) -> None:
         print(line)
-        CHAOS_LINES.append(line)
+        request.node.user_properties.append((CHAOS_PROPERTY, line))
     return add
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if CHAOS_LINES:
-        terminalreporter.section("chaos summary")
-        for line in CHAOS_LINES:
-            terminalreporter.write_line(line)

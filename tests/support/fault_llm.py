@@ -9,7 +9,7 @@ speaking enough of the OpenAI API for finagent's `openai` provider and the real 
 
     with FaultLLMServer(seed=7) as srv:           # or srv = FaultLLMServer().start(); ...; srv.stop()
         srv.url                                   # "http://127.0.0.1:PORT/v1"
-        srv.set_faults(rate=0.3)                  # 30% of calls fail, kinds drawn from ALL_FAULTS (seeded)
+        srv.set_faults(rate=0.3)                  # 30% of calls fail, kinds dealt from a shuffled deck of ALL_FAULTS (seeded)
         srv.set_faults(rate=0.3, kinds=("rate_limit", "reset"))
         srv.set_faults(script=["server_503", "ok", "truncated_json"])   # the next calls' faults, in order, then `rate`
         srv.calls                                 # list[CallRecord]: every request, what was injected, what was sent
@@ -138,6 +138,7 @@ class FaultLLMServer:
         self._rng = random.Random(seed)
         self._rate = 0.0
         self._kinds: tuple[str, ...] = ALL_FAULTS
+        self._deck: list[str] = []
         self._script: deque[str] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -151,7 +152,7 @@ class FaultLLMServer:
         if not 0 <= rate <= 1:
             raise ValueError(f"rate must be within 0..1, got {rate}")
         with self._lock:
-            self._rate, self._kinds, self._script = rate, tuple(kinds), deque(script)
+            self._rate, self._kinds, self._script, self._deck = rate, tuple(kinds), deque(script), []
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -170,9 +171,21 @@ class FaultLLMServer:
             if self._script:
                 return self._script.popleft()
             if self._rate and self._rng.random() < self._rate:
-                usable = [k for k in self._kinds if k in TRANSPORT_FAULTS or role not in ("compose", "answer_10k")]
-                return self._rng.choice(usable) if usable else "ok"
+                return self._deal(role)
             return "ok"
+
+    def _deal(self, role: str) -> str:
+        """The next kind from a shuffled deck of every kind: random order, but each kind comes round once per deck,
+        so a run of a few dozen faults holds every kind (independent draws can miss one)."""
+        usable = [k for k in self._kinds if k in TRANSPORT_FAULTS or role not in ("compose", "answer_10k")]
+        if not usable:
+            return "ok"
+        if not any(k in usable for k in self._deck):
+            self._deck = list(self._kinds)
+            self._rng.shuffle(self._deck)
+        kind = next(k for k in self._deck if k in usable)
+        self._deck.remove(kind)
+        return kind
 
     def _record(self, **fields: Any) -> CallRecord:
         with self._lock:

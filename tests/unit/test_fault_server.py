@@ -152,6 +152,20 @@ def test_rate_draws_are_seeded_and_skip_content_faults_on_free_text_roles():
     assert len(ALL_FAULTS) == 8
 
 
+def test_every_kind_comes_round_once_per_deck():
+    """The chaos scenario asserts each kind really struck: dealt from a deck, 8 faults on JSON roles hold all 8 kinds."""
+    with FaultLLMServer(seed=3) as server:
+        server.set_faults(rate=1.0)
+        server.hold_s = 0.3
+        for _ in range(len(ALL_FAULTS) * 2):
+            try:
+                httpx.post(f"{server.url}/chat/completions", json=plan_body(), timeout=0.2)
+            except httpx.HTTPError:
+                pass  # the timeout and reset faults
+        faults = [c.fault for c in server.chat_calls()]
+    assert set(faults[:len(ALL_FAULTS)]) == set(ALL_FAULTS) == set(faults[len(ALL_FAULTS):])
+
+
 def test_rejected_form_answers_like_llama_cpp_python(srv):
     srv.reject_forms = {"json_schema"}
     schema = prompts.PlanOutput.model_json_schema()

@@ -7,10 +7,23 @@
 """
 from __future__ import annotations
 
+import math
 import re
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.providers.llm.extractive_judge import (
+    addresses,
+    asks_change,
+    label_period,
+    metric_alternatives,
+    metric_stems,
+    names_metric,
+    problems,
+    question_parts,
+    scope_period,
+    stems,
+)
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.injection import is_instruction
 from agent.providers.llm.lexicon import (
@@ -30,7 +43,7 @@ _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|operator 
 
 
 def _words(text: str) -> set[str]:
-    return {stem(w) for w in content_words(text)}
+    return stems(text)
 
 
 class ExtractiveProvider(ExtractiveTenKRoles):
@@ -38,7 +51,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
 
     @property
     def cache_namespace(self) -> str:
-        return "extractive:2"  # bump when the rules change, so answers cached under the old rules are not reused
+        return "extractive:3"  # bump when the rules change, so answers cached under the old rules are not reused
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
@@ -100,6 +113,10 @@ class ExtractiveProvider(ExtractiveTenKRoles):
     def extract(self, req: ExtractRequest) -> tuple[ScopeFindings, Usage]:
         wanted = _words(req.question) | _words(req.reasoning.split(". I will")[0])
         groups = concept_groups(req.question)
+        period = scope_period(req.scope)
+        metric = metric_stems(_topic(req.reasoning, req.question)) - {req.scope.split(':')[0].lower()}
+        need = math.ceil(2 * len(metric) / 3)
+        change_ok = asks_change(req.question)
         scored: list[tuple[float, int, str, str]] = []
         for order, ev in enumerate(req.evidence):
             previous = ""
@@ -112,11 +129,15 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                 concept_hits = sum(1 for g in groups if g & sw)
                 figures = numbers(sent)
                 score = overlap + 1.5 * concept_hits + (1.5 if figures else 0) + (0.5 if any("$" in f or "%" in f for f in figures) else 0)
-                headline = _headline_bonus(sent, wanted)
+                headline = _headline_bonus(sent, wanted, metric)
                 if segment and headline:
                     # "Starting with <segment>. Revenue of $X billion ...": a segment's figure, not the total
                     sent, headline = f"{segment}: {sent}", 0.0
                 score += 0.3 * ev.score + headline
+                # a forecast when the question asks what something was, another period, a segment's figure: demoted
+                score -= 3.0 * len(problems(sent, req.question, period))
+                if metric and addresses(sent, metric, need=need, near=True, change_ok=change_ok):
+                    score += 1.5  # states a figure for the asked metric itself
                 if overlap or concept_hits:
                     scored.append((score, -order, sent, ev.citation_key))
         scored.sort(reverse=True)
@@ -168,27 +189,57 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         answer_sents = [s for s in req.answer.text.split("\n") if s.strip().startswith("-")]
         evidence = {e.citation_key: e for e in req.evidence}
         marker_to_key = {m: k for k, m in req.markers.items()}
-        issues, missing, keywords = [], [], []
+        issues: list[str] = []
+        missing: list[str] = []
+        keywords: list[str] = []
 
-        # completeness: every targeted (ticker, period) covered, every concept of the question addressed
-        aspects, covered = 0, 0
-        answer_words = _words(req.answer.text)
+        # completeness: every part of the question answered for every targeted (ticker, period), each by the first
+        # statement that speaks of it, which must be about that period and in the asked tense
+        aspects, covered, misleading = 0, 0, 0
+        parts = question_parts(req.question, req.plan.topic)
         for ticker, labels in req.periods.items():
             for label in labels:
-                aspects += 1
-                if any(label in s and ticker in _ticker_block(req.answer.text, s) for s in answer_sents):
-                    covered += 1
-                else:
+                line = next((s for s in answer_sents if s.strip().startswith(f"- {label}:") and ticker in _ticker_block(req.answer.text, s)), None)
+                if line is None:
+                    aspects += max(1, len(parts))
                     missing.append(f"{ticker} {label}: no cited figures")
                     keywords.append(f"{req.plan.topic} {label} results")
-        for group in concept_groups(req.question):
-            aspects += 1
-            if group & answer_words:
-                covered += 1
-            else:
-                name = sorted(group)[0]
-                missing.append(f"nothing on '{name}' yet")
-                keywords += expand_queries([name], name)[:1]
+                    continue
+                said = _sentences_with_markers(line)
+                if not parts:
+                    aspects, covered = aspects + 1, covered + 1
+                period_covered = 0
+                for part in parts:
+                    aspects += 1
+                    # the asked metric must be what the period's answer leads with; the other parts may come later
+                    candidates = said[:1] if part.metric else said
+                    first = next(((t, m) for t, m in candidates if addresses(t, part.words, part.numeric, part.need, part.metric,
+                                                                             part.change_ok)), None)
+                    wrong = problems(first[0], req.question, label_period(label)) if first else []
+                    if first and _unsourced(first[0], [evidence[marker_to_key[m]].text for m in first[1] if marker_to_key.get(m) in evidence]):
+                        wrong.append("a figure its cited source does not hold")
+                    if first is None:
+                        missing.append(f"{ticker} {label}: nothing on '{part.name}'")
+                        keywords.append(f"{part.name} {label}")
+                    elif wrong:
+                        misleading += 1
+                        issues.append(f"{ticker} {label}: the answer on '{part.name}' is {'; '.join(wrong)}")
+                        keywords.append(f"{part.name} {label}")
+                    else:
+                        period_covered += 1
+                    if part.metric and (first is None or wrong):
+                        period_covered = -len(parts)  # the asked metric unanswered: the rest does not answer the question
+                covered += max(0, period_covered)
+        if not req.periods:  # news, or no period targeted: every concept addressed somewhere
+            answer_words = _words(req.answer.text)
+            for group in concept_groups(req.question):
+                aspects += 1
+                if group & answer_words:
+                    covered += 1
+                else:
+                    name = sorted(group)[0]
+                    missing.append(f"nothing on '{name}' yet")
+                    keywords += expand_queries([name], name)[:1]
         completeness = round(100 * covered / aspects) if aspects else (80 if answer_sents else 0)
 
         # specificity: sentences with figures and citations
@@ -214,6 +265,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                     else:
                         issues.append(f"figure {fig} not found in its cited source")
         accuracy = 100 if checked == 0 else round(100 * verified / checked)
+        accuracy = max(0, accuracy - 40 * misleading)  # a forecast or another period's figure given as the answer misleads
 
         clarity = 90 if len(answer_sents) >= 1 else 30
         if len(req.answer.text) > 12000:
@@ -235,6 +287,14 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         return ev, Usage()
 
 
+def _unsourced(statement: str, sources: list[str]) -> bool:
+    """A figure of the statement is missing from its cited sources (sources outside this scope are not judged here)."""
+    if not sources:
+        return False
+    held = {normalise_number(x) for src in sources for x in numbers(src)}
+    return any(normalise_number(f) not in held for f in numbers(statement))
+
+
 def _marks(finding, markers: dict[str, str]) -> str:
     return "".join(markers[k] for k in [finding.citation_key, *finding.extra_keys] if k in markers)
 
@@ -252,15 +312,25 @@ def _segment_lead(sentence: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _headline_bonus(sentence: str, wanted: set[str]) -> float:
+def _headline_bonus(sentence: str, wanted: set[str], metric: set[str] | None = None) -> float:
     """A sentence whose subject is the asked metric itself ("Revenue of $X billion ...", "Total net sales were ...")
-    beats one about a part of it ("<Segment> revenue of ...")."""
+    beats one about a part of it ("<Segment> revenue of ..."). With a metric of several words, its subject must be
+    that metric ("net interest margin"), not one of its words ("net charge-offs")."""
     head = [stem(w.lower()) for w in re.findall(r"[A-Za-z][A-Za-z-]+", sentence)[:3]]
-    if head and head[0] in wanted:
-        return 2.0
-    if len(head) > 1 and head[0] in {"total", "overall", "consolidated", "quarterly", "record"} and head[1] in wanted:
+    lead = head[1:] if len(head) > 1 and head[0] in {"total", "overall", "consolidated", "quarterly", "record", "our", "the"} else head
+    if metric and len(metric) > 1:
+        opening = " ".join(sentence.split()[:len(metric) + 3])
+        return 2.0 if any(names_metric(opening, alt, max(1, math.ceil(2 * len(alt) / 3))) for alt in [metric, *metric_alternatives(metric)]) \
+            else 0.0
+    if lead and lead[0] in wanted:
         return 2.0
     return 0.0
+
+
+def _topic(reasoning: str, question: str) -> str:
+    """The topic the extractive plan's reasoning names ("The user asks about <topic> for ..."), else the question."""
+    m = re.match(r"The user asks about (.+?) for ", reasoning)
+    return m.group(1) if m else question
 
 
 def _names(req: PlanRequest, tickers: list[str]) -> list[str]:

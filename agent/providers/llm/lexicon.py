@@ -50,8 +50,17 @@ def _stems(words: set[str]) -> set[str]:
 
 def concept_groups(question: str) -> list[set[str]]:
     """For each concept the question asks about, the stemmed words that show an answer covers it."""
+    return [evidence for _, evidence in concepts_asked(question)]
+
+
+# concepts an answer can address in words alone; the others need a figure
+NON_NUMERIC = {"drivers", "guidance", "risk", "segments"}
+
+
+def concepts_asked(question: str) -> list[tuple[str, set[str]]]:
+    """(concept, the stemmed words that show an answer covers it) for each concept the question asks about."""
     words = {stem(w) for w in re.findall(r"[a-z][a-z\-]+", question.lower())}
-    return [_stems(evidence) for signals, evidence, _ in CONCEPTS.values() if _stems(signals) & words]
+    return [(name, _stems(evidence)) for name, (signals, evidence, _) in CONCEPTS.items() if _stems(signals) & words]
 
 
 def expand_queries(topic_words: list[str], question: str) -> list[str]:
@@ -87,3 +96,72 @@ def route_sources(question: str) -> list[DataSource]:
     if re.search(r"\bnews\b|latest developments|recent(ly)? (announce|develop)|this week|today|headline", q):
         sources.append("news")
     return sources
+
+
+# ---------- tense and period: what a figure is about ----------
+# a sentence about the future: a forecast, an outlook, a plan
+FORWARD_LOOKING = re.compile(
+    r"\b(?:expect|expects|expected(?! credit loss)|expecting|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
+    r"forecast(?:s|ed|ing)?|projected|projecting|projection|will|should be|going forward|next quarter|next year|"
+    r"coming quarters?|we see|targeting|plan to|planning to|likely to|intend to)\b",
+    re.I,
+)
+# a result measured against an earlier expectation ("above our outlook") is still a result
+BACKWARD_REFERENCE = re.compile(
+    r"\b(?:above|below|ahead of|better than|worse than|in line with|exceed(?:ed|ing)?|beat|than|versus|vs\.?|compared to|"
+    r"consistent with|within|(?:top|high|low|upper|lower) end of)\s+(?:the\s+|our\s+|prior\s+|previous\s+|previously\s+"
+    r"provided\s+|original\s+|initial\s+|consensus\s+|street\s+)*(?:(?:outlook|guidance|consensus)(?:\s+estimates?)?|"
+    r"expectations?|expected|forecast|estimates?|anticipated|we (?:had )?(?:expected|anticipated|guided|forecast))\b",
+    re.I,
+)
+# a question about the future, not about a reported result
+OUTLOOK_QUESTION = re.compile(r"\b(?:guidance|guide|outlook|forecast|expect\w*|anticipat\w*|project\w*|next quarter|next year|"
+                              r"will|going forward|plans?|targets?)\b", re.I)
+# the period a sentence names, when it is not the one its call reports on
+PERIOD_WORDS = re.compile(
+    r"\b(?:full[- ]year|for the year|year[- ]to[- ]date|ytd|first half|second half|last year|prior year|previous year|"
+    r"a year ago|year-ago|prior quarter|last quarter|previous quarter|linked quarter|first quarter|second quarter|"
+    r"third quarter|fourth quarter|q[1-4]|(?:19|20)\d\d)\b",
+    re.I,
+)
+COMPARISON = re.compile(r"\b(?:compared|versus|vs\.?|than|up from|down from|from)\b", re.I)
+QUARTER_NAMES = {1: "first quarter", 2: "second quarter", 3: "third quarter", 4: "fourth quarter"}
+ANNUAL_QUESTION = re.compile(r"\b(?:full[- ]year|annual|fiscal year|for the year|fy ?\d{2,4}|10-?k)\b", re.I)
+# words of a question that say what is asked about, not which metric: left out when matching the metric
+NOT_METRIC = {stem(w) for w in """what was were how much did say said report reported give gave tell its their his her
+    outlook guidance expect expected forecast provide provided company company's results result number figure amount
+    level drove drive driven why reason reasons behind cause change changed trend trends grow grown growth""".split()}
+
+
+def is_forward_looking(sentence: str) -> bool:
+    """Speaks of the future, once references to an earlier expectation ("above our guidance") are set aside."""
+    return bool(FORWARD_LOOKING.search(BACKWARD_REFERENCE.sub(" ", sentence)))
+
+
+def asks_outlook(question: str) -> bool:
+    return bool(OUTLOOK_QUESTION.search(question))
+
+
+def other_period(sentence: str, fiscal_year: int, fiscal_quarter: int) -> str | None:
+    """The first period a sentence names that is not the given quarter (what follows "compared with" is left out:
+    it names the period a result is compared to, not the one it is about)."""
+    stated = COMPARISON.split(sentence, maxsplit=1)[0]
+    named = [m.group(0).lower() for m in PERIOD_WORDS.finditer(stated)]
+    quarter = {QUARTER_NAMES.get(fiscal_quarter, ""), f"q{fiscal_quarter}"}
+    own = quarter | ({str(fiscal_year)} if quarter & set(named) else set())
+    return next((n for n in named if n not in own), None)
+# abbreviations calls use for the metrics questions spell out (and the reverse)
+ABBREVIATIONS = {
+    "eps": "earnings per share", "nim": "net interest margin", "roe": "return on equity", "roa": "return on assets",
+    "roaa": "return on average assets", "rotce": "return on tangible common equity", "capex": "capital expenditures",
+    "opex": "operating expenses", "fcf": "free cash flow", "nii": "net interest income", "sg&a": "selling general administrative",
+}
+# names calls use for the same metric: an answer that says "earned $X" answers a question about net income
+METRIC_SYNONYMS = {
+    "net income": ["earnings", "earned", "net earnings", "profit"],
+    "earnings": ["net income", "earned", "profit"],
+    "revenue": ["sales", "revenues"],
+    "sales": ["revenue", "revenues"],
+    "expenses": ["costs"],
+    "costs": ["expenses"],
+}

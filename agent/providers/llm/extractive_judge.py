@@ -1,0 +1,205 @@
+"""Substance checks of a cited statement, shared by the extractive provider's answering (to rank sentences) and its
+evaluator (to judge the answer): does it address the asked metric with a figure, is it about the asked period, and
+is it a reported result when the question asks what something was (not a forecast), or the reverse?"""
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import BaseModel
+
+from agent.providers.llm.lexicon import (
+    ABBREVIATIONS,
+    ANNUAL_QUESTION,
+    METRIC_SYNONYMS,
+    NON_NUMERIC,
+    NOT_METRIC,
+    asks_outlook,
+    concepts_asked,
+    is_forward_looking,
+    other_period,
+)
+from agent.text import content_words, numbers, stem
+
+_SEGMENT_LABEL = re.compile(r"^([A-Z][\w&\-]*(?:\s+[A-Z][\w&\-]*)*):\s")
+_SCOPE = re.compile(r":(\d{4})_q([1-4])$")
+_LABEL = re.compile(r"^Q([1-4]) (\d{4})$")
+
+
+FORWARD_WORDS = {"<forward-looking>"}  # the outlook part of a question: any statement about the future answers it
+_TOKEN = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?|[A-Za-z][A-Za-z&\-']*|[,;:]")
+_BREAK = {",", ";", ":"}
+# words that may stand inside a metric's name without changing it ('earnings per diluted share')
+_FILLERS = {"per", "of", "on", "the", "a", "an", "diluted", "adjusted", "average", "common", "total", "gaap", "reported", "core",
+            "tangible", "fully", "profit"}
+_SCALE_WORDS = {"million", "billion", "thousand", "percent", "bps", "basis"}
+
+
+def _expanded(words: list[str]) -> list[str]:
+    out: list[str] = []
+    for w in words:
+        out += ABBREVIATIONS[w].split() if w in ABBREVIATIONS else [w]
+    return out
+
+
+def stems(text: str) -> set[str]:
+    """Stemmed content words, abbreviations spelt out ('EPS' -> earn, share)."""
+    return {stem(w) for w in content_words(" ".join(_expanded(content_words(text))))}
+
+
+def _tokens(text: str) -> list[tuple[str, bool]]:
+    """(stem, is a figure) for each word or number; a number is a figure with '$', '%' or a scale word after it."""
+    raw = _TOKEN.findall(text)
+    out: list[tuple[str, bool]] = []
+    for i, tok in enumerate(raw):
+        if tok in _BREAK:
+            out.append((tok, False))
+        elif tok[0] in "$0123456789":
+            nxt = raw[i + 1].lower() if i + 1 < len(raw) else ""
+            out.append((tok, "$" in tok or "%" in tok or nxt in _SCALE_WORDS))
+        else:
+            out += [(stem(w), False) for w in _expanded([tok.lower().strip("'")])]
+    return out
+
+
+_CHANGE_BEFORE = {"up", "down", "by", "increas", "decreas", "grew", "rose", "fell", "declin", "improv", "expand", "contract"}
+_CHANGE_AFTER = {"increase", "decrease", "decline", "higher", "lower", "below", "above", "improvement", "reduction", "growth",
+                 "increas", "decreas", "declin"}
+
+
+def _is_level(toks: list[tuple[str, bool]], at: int) -> bool:
+    """The figure at `at` is a level ('was $X', 'to $X'), not a change ('up $X', '$X increase')."""
+    before = [w for w, _ in toks[max(0, at - 2):at]]
+    after = [w for w, fig in toks[at + 1:at + 3] if not fig]
+    if before and before[-1] == "to":
+        return True
+    if any(w in _CHANGE_BEFORE for w in before):
+        return False
+    skip = 1 if after and after[0] in {"million", "billion", "thousand", "percent", "basi", "bps"} else 0
+    return not (len(after) > skip and after[skip] in _CHANGE_AFTER)
+
+
+def _nearest(toks: list[tuple[str, bool]], figures: list[int], first: int, last: int, reach: int) -> list[int]:
+    """The metric's own figures: those after it in the same clause ('<metric> was $X'), and one just before it
+    ('$X of <metric>'); a figure further on, past a comma, belongs to something else."""
+    stop = next((i for i in range(last + 2, len(toks)) if toks[i][0] in _BREAK), len(toks))
+    out = [f for f in figures if last < f <= min(last + reach, stop)]
+    before = next((f for f in reversed(figures) if first - 4 <= f < first), None)
+    if before is not None and not any(toks[i][0] in _BREAK for i in range(before, first)):
+        out.append(before)
+    return out
+
+
+def _runs(toks: list[tuple[str, bool]], words: set[str], need: int) -> list[tuple[int, int]]:
+    """(first, last) token of each run of the metric's words with only fillers between them, holding `need` of them."""
+    out = []
+    for start, (w, _) in enumerate(toks):
+        if w not in words:
+            continue
+        window = [start]
+        for i in range(start + 1, len(toks)):
+            if toks[i][0] in words:
+                window.append(i)
+            elif toks[i][0] not in _FILLERS:
+                break
+        if len({toks[i][0] for i in window}) >= need:
+            out.append((window[0], window[-1]))
+    return out
+
+
+def names_metric(text: str, words: set[str], need: int) -> bool:
+    """The text names the metric: its words in a run ('net income'; not 'net interest income')."""
+    return bool(_runs(_tokens(text), words, need))
+
+
+def states_metric(text: str, words: set[str], need: int, reach: int = 8, change_ok: bool = False) -> bool:
+    """The metric's words stand together with a figure close by, before or after ('<metric> was $X', '$X of
+    <metric>'); a change ('up $X') counts only when the question asks for one."""
+    toks = _tokens(text)
+    figures = [i for i, (_, fig) in enumerate(toks) if fig]
+    return any(change_ok or _is_level(toks, f)
+               for first, last in _runs(toks, words, need) for f in _nearest(toks, figures, first, last, reach))
+
+
+def metric_stems(topic: str) -> set[str]:
+    """The words of a question's topic that name what is measured ('net interest margin'), not how it is asked."""
+    return {w for w in stems(topic) if w not in NOT_METRIC}
+
+
+def scope_period(scope: str) -> tuple[int, int] | None:
+    """(fiscal year, quarter) of a company-quarter scope ('ACME:2021_q3'), else None."""
+    m = _SCOPE.search(scope)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def label_period(label: str) -> tuple[int, int] | None:
+    m = _LABEL.match(label)
+    return (int(m.group(2)), int(m.group(1))) if m else None
+
+
+def addresses(text: str, words: set[str], numeric: bool = True, need: int = 1, near: bool = False, change_ok: bool = False) -> bool:
+    """The statement speaks of at least `need` of these words, with a figure when the part is numeric (`near`: the
+    words together, with the figure close by)."""
+    if words == FORWARD_WORDS:
+        return is_forward_looking(text)
+    if not words or (numeric and not numbers(text)):
+        return False
+    if near:
+        return any(states_metric(text, alt, need if alt is words else math.ceil(2 * len(alt) / 3), change_ok=change_ok)
+                   for alt in [words, *metric_alternatives(words)])
+    return len(words & stems(text)) >= need
+
+
+def metric_alternatives(words: set[str]) -> list[set[str]]:
+    """The metric's words with a phrase replaced by another name for it ('net income' -> 'earnings')."""
+    out = []
+    for phrase, names in METRIC_SYNONYMS.items():
+        own = stems(phrase)
+        if own <= words:
+            out += [(words - own) | stems(name) for name in names]
+    return out
+
+
+def problems(text: str, question: str, period: tuple[int, int] | None) -> list[str]:
+    """Why a statement does not answer the question as asked (empty when it does)."""
+    found = []
+    outlook = asks_outlook(question)
+    forward = is_forward_looking(text)
+    if not outlook and forward:
+        found.append("an outlook, not the reported figure")
+    if outlook and not forward:
+        found.append("a reported figure, not the outlook")
+    if period and not outlook and not ANNUAL_QUESTION.search(question):
+        named = other_period(text, *period)
+        if named:
+            found.append(f"about {named}, not Q{period[1]} {period[0]}")
+    label = _SEGMENT_LABEL.match(text)
+    if label and not stems(label.group(1)) <= stems(question):
+        found.append(f"a figure for {label.group(1)}, not the total")
+    return found
+
+
+class Part(BaseModel):
+    """A part of a question an answer must address: a concept it asks about, or the metric its topic names."""
+
+    name: str
+    words: set[str]
+    numeric: bool
+    need: int = 1  # how many of the words a statement must speak of
+    metric: bool = False  # the metric the question names: its words must stand together, with a figure close by
+    change_ok: bool = False  # the question asks how the metric changed: a change is an answer, not only a level
+
+
+def asks_change(question: str) -> bool:
+    return any(name == "growth" for name, _ in concepts_asked(question))
+
+
+def question_parts(question: str, topic: str) -> list[Part]:
+    asked = concepts_asked(question)
+    parts = [Part(name=name, words=FORWARD_WORDS if name == "guidance" else words, numeric=name not in NON_NUMERIC) for name, words in asked]
+    metric = metric_stems(topic)
+    if metric:
+        name = " ".join(dict.fromkeys(w for w in content_words(topic) if stems(w) & metric))
+        parts.append(Part(name=name, words=metric, numeric=True, need=math.ceil(2 * len(metric) / 3), metric=True,
+                          change_ok=asks_change(question)))
+    return parts
