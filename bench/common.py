@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import json
 import os
 import platform
 import re
@@ -399,3 +400,17 @@ def sample_stack(name: str = "bench"):
     finally:
         manager.stop()
         stop_embedded(settings)
+
+
+def finish(script: str, argv: list[str] | None, args, section: str, result: dict, markdown, tables) -> int:
+    """A bench's last steps: its docs/benchmarks.md section (unless --no-write), then one JSON object (--json) or rich
+    tables, and the exit code: 1 when --strict and a target failed."""
+    command = f".venv/bin/python bench/{script} " + " ".join(sys.argv[1:] if argv is None else argv)
+    if not args.no_write:
+        write_section(section, markdown(result, command.strip()))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_rich(tables(result), result["targets"])
+    failed = any(c["status"] == "FAIL" for c in result["targets"])
+    return 1 if args.strict and failed else 0

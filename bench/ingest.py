@@ -280,15 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(ctx, ctx.settings, args, say)
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["targets"] = common.check_targets(result, TARGETS)
-    command = ".venv/bin/python bench/ingest.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    if not args.no_write:
-        common.write_section("ingest" if args.part == "all" else f"ingest-{args.part}", markdown(result, command.strip()))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        common.print_rich(tables(result), result["targets"])
-    failed = any(c["status"] == "FAIL" for c in result["targets"])
-    return 1 if args.strict and failed else 0
+    return common.finish("ingest.py", argv, args, "ingest" if args.part == "all" else f"ingest-{args.part}", result, markdown, tables)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ hash, a stress case for HNSW). Each embedder writes its own section of docs/benc
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -312,15 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     result["seconds"] = round(time.perf_counter() - started, 1)
     section, targets, _, _ = PROFILES[args.embedder]
     result["targets"] = common.check_targets(result, targets)
-    command = ".venv/bin/python bench/search.py" + " " + " ".join(sys.argv[1:] if argv is None else argv)
-    if not args.no_write:
-        common.write_section(section, markdown(result, command.strip()))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        common.print_rich(tables(result), result["targets"])
-    failed = any(c["status"] == "FAIL" for c in result["targets"])
-    return 1 if args.strict and failed else 0
+    return common.finish("search.py", argv, args, section, result, markdown, tables)
 
 
 if __name__ == "__main__":

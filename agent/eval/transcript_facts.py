@@ -32,6 +32,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from agent.ingest.transcripts import parse_transcript
+from agent.providers.llm.lexicon import COMPARISON, QUARTER_NAMES
 from agent.text import sentences
 
 Unit = Literal["money", "per_share", "percent"]
@@ -124,8 +125,6 @@ _OTHER_PERIOD = re.compile(
     r"(?:19|20)\d\d|first quarter|second quarter|third quarter|fourth quarter|q[1-4])\b",
     re.I,
 )
-COMPARISON = re.compile(r"\b(?:compared|versus|vs\.?|than|up from|down from|from)\b", re.I)
-_QUARTER_WORDS = {1: "first quarter", 2: "second quarter", 3: "third quarter", 4: "fourth quarter"}
 _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|non-gaap (?:financial )?measures|reconciliation", re.I)
 
 
@@ -199,7 +198,7 @@ def names_other_period(sentence: str, fiscal_year: int, fiscal_quarter: int) -> 
     """Whether the sentence names a period other than the call's own quarter."""
     stated = COMPARISON.split(sentence, maxsplit=1)[0]  # what follows "compared with" is about the other period
     named = [m.group(0).lower() for m in _OTHER_PERIOD.finditer(stated)]
-    quarter = {_QUARTER_WORDS[fiscal_quarter], f"q{fiscal_quarter}"}
+    quarter = {QUARTER_NAMES[fiscal_quarter], f"q{fiscal_quarter}"}
     # a bare year (no quarter named) is the whole year, not the call's quarter
     own = quarter | ({str(fiscal_year)} if quarter & set(named) else set())
     return any(n not in own for n in named)

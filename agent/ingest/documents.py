@@ -117,16 +117,22 @@ def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None, 
     return PreparedDocument(kind="10k", path=str(path), content_hash=_hash(path), doc=doc, chunks=chunks)
 
 
-def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits: IngestLimits | None = None) -> PreparedDocument:
-    """A filing given as page texts (agent/ingest/filing_pages.py), with its manifest row and registry ticker."""
-    from agent.ingest.filing_pages import CHUNKING_VERSION, filing_from_pages, page_chunks
-
+def _check_file(path: Path, limits: IngestLimits | None) -> IngestLimits:
+    """The checks made before a file is read: it exists and is within the size cap. Returns the limits in force."""
     limits = limits or IngestLimits()
     if not path.is_file():
         raise IngestError(path, "no such file")
     nbytes = path.stat().st_size
     if nbytes > limits.max_file_bytes:
         raise IngestError(path, f"{nbytes} bytes, over the ingest limit of {limits.max_file_bytes} (FINAGENT_INGEST_MAX_FILE_BYTES)")
+    return limits
+
+
+def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits: IngestLimits | None = None) -> PreparedDocument:
+    """A filing given as page texts (agent/ingest/filing_pages.py), with its manifest row and registry ticker."""
+    from agent.ingest.filing_pages import CHUNKING_VERSION, filing_from_pages, page_chunks
+
+    limits = _check_file(path, limits)
     doc = filing_from_pages(path, meta, ticker, limits.max_pdf_pages)
     chunks = [PreparedChunk(index=i, text=text, page=page) for i, (page, text) in enumerate(page_chunks(doc, size, overlap))]
     if len(chunks) > limits.max_chunks:
@@ -142,12 +148,7 @@ def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits
 def prepare(kind: Kind, path: Path, size: int, overlap: int, ticker: str | None = None,
             limits: IngestLimits | None = None) -> PreparedDocument:
     """Parse and chunk one file, or raise IngestError with the reason. Size caps are checked before the file is read."""
-    limits = limits or IngestLimits()
-    if not path.is_file():
-        raise IngestError(path, "no such file")
-    nbytes = path.stat().st_size
-    if nbytes > limits.max_file_bytes:
-        raise IngestError(path, f"{nbytes} bytes, over the ingest limit of {limits.max_file_bytes} (FINAGENT_INGEST_MAX_FILE_BYTES)")
+    limits = _check_file(path, limits)
     if kind == "transcript":
         prepared = prepare_transcript(path, size, overlap, ticker)
     else:
