@@ -116,7 +116,7 @@ def calibration(
     else:
         _print(loaded, rel, modes, early, plot_path)
     if write_docs:
-        from ops.eval_financebench import QUALITY_DOC, write_section
+        from ops.quality_docs import QUALITY_DOC, write_section
 
         write_section(QUALITY_DOC, "## Calibration", calibration_markdown(loaded, rel, modes, early, PLOT.name, bins,
                                                                           [p.name for p in present]))

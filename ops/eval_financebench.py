@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 from pathlib import Path
 from typing import Optional
 
@@ -19,13 +18,12 @@ from agent.eval.financebench_questions import QuestionsFileError, load_questions
 from agent.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport, evaluate_retrieval
 from ops.eval_cli import eval_app
 from ops.financebench_ingest import PagesDirError, ingest_financebench, pages_layout
+from ops.quality_docs import QUALITY_DOC, write_section
 
 DEFAULT_DATA = Path("../shared/data/financebench")
 REPO = Path(__file__).resolve().parent.parent
-QUALITY_DOC = REPO / "docs" / "quality.md"
 PLOT = REPO / "docs" / "financebench_retrieval.png"
 SECTION = "## FinanceBench retrieval"
-QUALITY_INTRO = "# Research quality\n\nMeasured on public data nobody here wrote; each section is written by its eval command.\n"
 GOALS = {"filtered": 0.95, "shared": 0.75}  # page recall@15 (issue #12)
 
 err = Console(stderr=True, soft_wrap=True)
@@ -188,16 +186,6 @@ def _embedder_note(report: RetrievalReport) -> str:
             "lexical too; they are not the product's semantic retrieval. With the local model:\n"
             "`FINAGENT_EMBEDDING_PROVIDER=local finagent eval financebench --write-docs` (the ingest embeds about 51k chunks\n"
             "once; it resumes where it stopped and skips unchanged filings).\n")
-
-
-def write_section(path: Path, heading: str, body: str) -> None:
-    """Replace this section (from its heading to the next '## ' heading) or append it; the rest stays as it is."""
-    text = path.read_text() if path.exists() else QUALITY_INTRO
-    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    block = body.strip() + "\n\n"
-    text = pattern.sub(lambda _: block, text, count=1) if pattern.search(text) else text.rstrip() + "\n\n" + block
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.rstrip() + "\n")
 
 
 def write_quality_docs(report: RetrievalReport, questions: Path, data: Path) -> None:

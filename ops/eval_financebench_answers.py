@@ -118,7 +118,7 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None
     else:
         print_summary(summary, provider, len(skipped))
     if write_docs:
-        from ops.eval_financebench import QUALITY_DOC, write_section
+        from ops.quality_docs import QUALITY_DOC, write_section
 
         (QUALITY_DOC.parent / PLOT_NAME).write_bytes(answers_plot(summary))
         write_section(QUALITY_DOC, SECTION, markdown(summary, provider, command, len(skipped)))

@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from agent.ingest.transcripts import parse_transcript
-from agent.providers.llm.lexicon import COMPARISON, QUARTER_NAMES
+from agent.providers.llm.lexicon import COMPARISON, PERIOD_TERMS, other_period
 from agent.text import sentences
 
 Unit = Literal["money", "per_share", "percent"]
@@ -119,12 +119,8 @@ _BACKWARD = re.compile(
     r"we (?:had )?(?:expected|anticipated|guided|forecast))\b",
     re.I,
 )
-_OTHER_PERIOD = re.compile(
-    r"\b(?:full[- ]year|for the year|this year|year[- ]to[- ]date|ytd|first half|second half|last year|prior year|"
-    r"previous year|a year ago|year-ago|prior quarter|last quarter|previous quarter|linked quarter|annual(?:ly|ized)?|"
-    r"(?:19|20)\d\d|first quarter|second quarter|third quarter|fourth quarter|q[1-4])\b",
-    re.I,
-)
+# the answerer's period words, and the whole-year ones a fact must not be taken from either
+_OTHER_PERIOD = re.compile(rf"\b(?:this year|annual(?:ly|ized)?|{PERIOD_TERMS})\b", re.I)
 _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|non-gaap (?:financial )?measures|reconciliation", re.I)
 
 
@@ -196,12 +192,7 @@ def is_guidance(sentence: str) -> bool:
 
 def names_other_period(sentence: str, fiscal_year: int, fiscal_quarter: int) -> bool:
     """Whether the sentence names a period other than the call's own quarter."""
-    stated = COMPARISON.split(sentence, maxsplit=1)[0]  # what follows "compared with" is about the other period
-    named = [m.group(0).lower() for m in _OTHER_PERIOD.finditer(stated)]
-    quarter = {QUARTER_NAMES[fiscal_quarter], f"q{fiscal_quarter}"}
-    # a bare year (no quarter named) is the whole year, not the call's quarter
-    own = quarter | ({str(fiscal_year)} if quarter & set(named) else set())
-    return any(n not in own for n in named)
+    return other_period(sentence, fiscal_year, fiscal_quarter, _OTHER_PERIOD) is not None
 
 
 def facts_in_sentence(sentence: str) -> list[tuple[str, str]]:

@@ -13,14 +13,26 @@ _NUM = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven":
 _ORD = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4}
 _N = r"(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 
+
+
+def _quarter_patterns(quarter: str, digit: str, words: str) -> list[tuple[str, re.Pattern]]:
+    """The four ways a question names a quarter and its year ("Q3 2024", "2024 Q3", "3Q24", "third quarter of 2024"),
+    for the quarter numbers `quarter` (after Q), `digit` (before Q) and the ordinal `words` allow."""
+    return [
+        ("quarter", re.compile(rf"\bQ{quarter}\s*(?:of\s+)?(?:FY|fiscal(?:\s+year)?\s*)?'?(\d{{4}}|\d{{2}})\b", re.I)),
+        ("quarter_rev", re.compile(rf"\b(?:FY\s*)?(\d{{4}})\s*Q{quarter}\b", re.I)),
+        ("quarter_short", re.compile(rf"\b{digit}Q\s*'?(\d{{2}}|\d{{4}})\b", re.I)),
+        ("quarter_words", re.compile(rf"\b({words})\s+(?:fiscal\s+)?quarter\s+(?:of\s+)?(?:fiscal\s+(?:year\s+)?|FY\s*)?(\d{{4}})\b",
+                                     re.I)),
+    ]
+
+
+_FISCAL_YEAR = ("fiscal_year", re.compile(r"\b(?:FY\s*'?|fiscal\s+(?:year\s+)?)(\d{4}|\d{2})\b", re.I))
 _PATTERNS: list[tuple[str, re.Pattern]] = [
     ("last_n_quarters", re.compile(rf"\b(?:last|past|previous|recent|latest|trailing)\s+{_N}\s+(?:fiscal\s+)?quarters?\b", re.I)),
     ("last_n_years", re.compile(rf"\b(?:last|past|previous|recent|trailing)\s+{_N}\s+(?:fiscal\s+)?years?\b", re.I)),
-    ("quarter", re.compile(r"\bQ([1-4])\s*(?:of\s+)?(?:FY|fiscal(?:\s+year)?\s*)?'?(\d{4}|\d{2})\b", re.I)),
-    ("quarter_rev", re.compile(r"\b(?:FY\s*)?(\d{4})\s*Q([1-4])\b", re.I)),
-    ("quarter_short", re.compile(r"\b([1-4])Q\s*'?(\d{2}|\d{4})\b", re.I)),
-    ("quarter_words", re.compile(r"\b(first|second|third|fourth|1st|2nd|3rd|4th)\s+(?:fiscal\s+)?quarter\s+(?:of\s+)?(?:fiscal\s+(?:year\s+)?|FY\s*)?(\d{4})\b", re.I)),
-    ("fiscal_year", re.compile(r"\b(?:FY\s*'?|fiscal\s+(?:year\s+)?)(\d{4}|\d{2})\b", re.I)),
+    *_quarter_patterns(quarter=r"([1-4])", digit=r"([1-4])", words=r"first|second|third|fourth|1st|2nd|3rd|4th"),
+    _FISCAL_YEAR,
     ("latest", re.compile(r"\b(?:latest|last|most\s+recent|recent|previous|this|current)\s+(?:fiscal\s+)?(?:quarter|earnings\s+call|call|quarterly\s+results)\b|\blatest\b", re.I)),
     ("last_year", re.compile(r"\b(?:last|latest|most\s+recent|previous)\s+(?:fiscal\s+)?year\b", re.I)),
     ("year", re.compile(r"\b(?:in|for|during|of)\s+((?:19|20)\d{2})\b", re.I)),
@@ -117,14 +129,11 @@ def _resolve_one(ref: str, avail: list[Period], ticker: str, out: Resolution) ->
 # fiscal year more than YEARS_AHEAD past the current one (guidance and targets reach a few years, not decades).
 EARLIEST_FISCAL_YEAR = 1900
 YEARS_AHEAD = 10
-_ANY_Q = r"(\d{1,2})"
 _ORDINALS = {"fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "zeroth": 0}
 _IMPOSSIBLE: list[tuple[str, re.Pattern]] = [
-    ("quarter", re.compile(rf"\bQ{_ANY_Q}\s*(?:of\s+)?(?:FY|fiscal(?:\s+year)?\s*)?'?(\d{{4}}|\d{{2}})\b", re.I)),
-    ("quarter_rev", re.compile(rf"\b(?:FY\s*)?(\d{{4}})\s*Q{_ANY_Q}\b", re.I)),
-    ("quarter_short", re.compile(r"\b(\d)Q\s*'?(\d{2}|\d{4})\b", re.I)),
-    ("quarter_words", re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|zeroth|\d{1,2}(?:st|nd|rd|th))\s+(?:fiscal\s+)?quarter\s+(?:of\s+)?(?:fiscal\s+(?:year\s+)?|FY\s*)?(\d{4})\b", re.I)),
-    ("fiscal_year", re.compile(r"\b(?:FY\s*'?|fiscal\s+(?:year\s+)?)(\d{4}|\d{2})\b", re.I)),
+    *_quarter_patterns(quarter=r"(\d{1,2})", digit=r"(\d)",
+                       words=r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|zeroth|\d{1,2}(?:st|nd|rd|th)"),
+    _FISCAL_YEAR,
     ("no_periods", re.compile(r"\b(?:last|past|previous|recent|latest|trailing)\s+(?:0|zero)\s+(?:fiscal\s+)?(?:quarters?|years?)\b", re.I)),
 ]
 

@@ -24,6 +24,23 @@ def output_counts(ctx, job_id: str) -> list[dict]:
         return conn.execute("SELECT step_key, count(*) AS n FROM job_step_outputs WHERE job_id=%s GROUP BY 1", (job_id,)).fetchall()
 
 
+def job_on_slow_workers(ctx, workers_with, script_path, latency_s: float, step: str, wait_s: float):
+    """Scripted workers whose LLM calls take `latency_s`, and a three-quarter job (one iteration) followed until it
+    reaches `step`. Returns the worker processes, their environment, the job id and the test's deadline."""
+    script_path.write_text(json.dumps({}))
+    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S=str(latency_s))
+    procs = list(workers_with(**env))
+    from agent.submission import create
+    from tasks.dispatch import CeleryDispatcher
+
+    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?",
+                                                            max_iterations=1))
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and jobstore.load_job(ctx.pool, job_id).step != step:
+        time.sleep(0.05)
+    return procs, env, job_id, deadline
+
+
 def test_worker_killed_mid_job_resumes_on_its_own_without_duplicates(ctx, sample_corpus, workers, workers_with, script_path):
     """SIGKILL every worker during the extract fan-out and restart them as a supervisor would: with the production
     visibility timeout (600 s) and stall window (900 s), the heartbeat watchdog alone gets the job moving."""
@@ -116,17 +133,7 @@ def test_resume_stalled_resends_a_stalled_batch_job_on_the_batch_queue(ctx, work
 def test_a_chord_body_lost_after_its_last_member_is_sent_again(ctx, sample_corpus, workers, workers_with, script_path):
     """The coordinator is down while the extract fan-out finishes, and the body it would have received is lost
     with the broker's queue: the watchdog sees every call finished and the job unmoved, and sends the body again."""
-    script_path.write_text(json.dumps({}))
-    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="2.0")
-    procs = list(workers_with(**env))
-    from agent.submission import create
-    from tasks.dispatch import CeleryDispatcher
-
-    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?",
-                                                            max_iterations=1))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and jobstore.load_job(ctx.pool, job_id).step != "1:extract":
-        time.sleep(0.1)
+    procs, env, job_id, deadline = job_on_slow_workers(ctx, workers_with, script_path, latency_s=2.0, step="1:extract", wait_s=60)
     coordinator = procs[0]  # WORKERS order: the coordinator pool (and beat) first
     coordinator.send_signal(signal.SIGTERM)  # warm shutdown: nothing lost yet
     coordinator.wait(60)
@@ -146,17 +153,7 @@ def test_a_chord_body_lost_after_its_last_member_is_sent_again(ctx, sample_corpu
 def test_a_chord_member_lost_after_its_delivery_is_sent_again(ctx, sample_corpus, workers, workers_with, script_path):
     """One extract call's message vanishes as if its worker had acknowledged it and died before writing its output:
     no claim, no result, nothing queued. The watchdog finds the job quiet with an id nobody holds and re-sends the step."""
-    script_path.write_text(json.dumps({}))
-    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="1.0")
-    procs = list(workers_with(**env))
-    from agent.submission import create
-    from tasks.dispatch import CeleryDispatcher
-
-    job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="How did AAPL's services revenue change over the last 3 quarters?",
-                                                            max_iterations=1))
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and jobstore.load_job(ctx.pool, job_id).step != "1:search":
-        time.sleep(0.05)
+    procs, env, job_id, deadline = job_on_slow_workers(ctx, workers_with, script_path, latency_s=1.0, step="1:search", wait_s=90)
     llm = procs[2]  # WORKERS order: coordinator, search, llm, batch
     llm.send_signal(signal.SIGTERM)  # planned; the extract calls will wait in the queue
     llm.wait(60)

@@ -118,12 +118,12 @@ BACKWARD_REFERENCE = re.compile(
 OUTLOOK_QUESTION = re.compile(r"\b(?:guidance|guide|outlook|forecast|expect\w*|anticipat\w*|project\w*|next quarter|next year|"
                               r"will|going forward|plans?|targets?)\b", re.I)
 # the period a sentence names, when it is not the one its call reports on
-PERIOD_WORDS = re.compile(
-    r"\b(?:full[- ]year|for the year|year[- ]to[- ]date|ytd|first half|second half|last year|prior year|previous year|"
+PERIOD_TERMS = (
+    r"full[- ]year|for the year|year[- ]to[- ]date|ytd|first half|second half|last year|prior year|previous year|"
     r"a year ago|year-ago|prior quarter|last quarter|previous quarter|linked quarter|first quarter|second quarter|"
-    r"third quarter|fourth quarter|q[1-4]|(?:19|20)\d\d)\b",
-    re.I,
+    r"third quarter|fourth quarter|q[1-4]|(?:19|20)\d\d"
 )
+PERIOD_WORDS = re.compile(rf"\b(?:{PERIOD_TERMS})\b", re.I)
 COMPARISON = re.compile(r"\b(?:compared|versus|vs\.?|than|up from|down from|from)\b", re.I)
 QUARTER_NAMES = {1: "first quarter", 2: "second quarter", 3: "third quarter", 4: "fourth quarter"}
 ANNUAL_QUESTION = re.compile(r"\b(?:full[- ]year|annual|fiscal year|for the year|fy ?\d{2,4}|10-?k)\b", re.I)
@@ -142,11 +142,12 @@ def asks_outlook(question: str) -> bool:
     return bool(OUTLOOK_QUESTION.search(question))
 
 
-def other_period(sentence: str, fiscal_year: int, fiscal_quarter: int) -> str | None:
+def other_period(sentence: str, fiscal_year: int, fiscal_quarter: int, periods: re.Pattern = PERIOD_WORDS) -> str | None:
     """The first period a sentence names that is not the given quarter (what follows "compared with" is left out:
-    it names the period a result is compared to, not the one it is about)."""
+    it names the period a result is compared to, not the one it is about). A bare year counts as the call's own only
+    beside its quarter: alone it is the whole year. `periods`: what counts as naming a period."""
     stated = COMPARISON.split(sentence, maxsplit=1)[0]
-    named = [m.group(0).lower() for m in PERIOD_WORDS.finditer(stated)]
+    named = [m.group(0).lower() for m in periods.finditer(stated)]
     quarter = {QUARTER_NAMES.get(fiscal_quarter, ""), f"q{fiscal_quarter}"}
     own = quarter | ({str(fiscal_year)} if quarter & set(named) else set())
     return next((n for n in named if n not in own), None)
