@@ -100,8 +100,9 @@ def _markdown_table(conditions: dict[str, Recall]) -> str:
 
 
 def _relative(path: Path) -> str:
-    """A path as the docs show it: relative to the repository, never this machine's."""
-    return Path(os.path.relpath(path.resolve(), REPO)).as_posix()
+    """A path as the docs show it: relative to the repository, never this machine's. Made absolute without following
+    symlinks: `../shared` may be a link, and the docs name the path beside the repository, not where it points."""
+    return Path(os.path.relpath(os.path.abspath(path), REPO)).as_posix()
 
 
 def plot_png(report: RetrievalReport) -> bytes:
