@@ -141,7 +141,7 @@ def _ingest(ctx, data_dir: Path, fanout: bool, quiet: bool) -> None:
 def command_line(questions_path: Path, mode: str | None, limit: int | None) -> str:
     parts = ["finagent eval financebench --answers"]
     try:
-        shown = questions_path.resolve().relative_to(ROOT.parent)
+        shown = Path(os.path.abspath(questions_path)).relative_to(ROOT.parent)  # as given: ../shared may be a symlink
         parts.append(f"--questions ../{shown}")
     except ValueError:
         parts.append(f"--questions {questions_path.name}")
