@@ -59,11 +59,17 @@ def test_feedback_rerun_creates_linked_job_with_adjusted_plan(ctx, sample_corpus
 def test_low_confidence_retries_through_another_strategy(ctx, sample_corpus, scripted_worker, script_path):
     low = _eval(40)  # no follow-up keywords: the loop ends, and 40% < 70% triggers the router
     script_path.write_text(json.dumps({"evaluate": {str(i): low for i in range(1, 6)}}))
-    job, events = run_job(ctx, question="What was AAPL's revenue last quarter?", mode="direct")
+    # MSFT: no test ingests an MSFT 10-K, so there is none to fall back to whichever test files ran before this one
+    from agent.work.planning import load_availability
+    available = load_availability(ctx, ["MSFT"])
+    assert not available.has_10k(["MSFT"])
+    job, events = run_job(ctx, question="What was MSFT's revenue last quarter?", mode="direct")
     history = job.result.routing_history
-    assert [r.agent_name for r in history] == ["transcripts_first", "broad_window"]  # AAPL has no 10-K to fall back to
+    assert [r.agent_name for r in history] == ["transcripts_first", "broad_window"]
     assert history[1].confidence == pytest.approx(0.40) and "Re-routed" in history[1].reasoning
     assert job.state.router_retries == 1
-    assert job.state.search_plan.transcripts[0].periods == ["2024_q2", "2024_q3", "2024_q4"]  # the broader window
+    # the broader window: at least 4 quarters, and the sample corpus holds 3 for MSFT
+    quarters = sorted(p.key for p in available.transcripts["MSFT"])
+    assert len(quarters) == 3 and job.state.search_plan.transcripts[0].periods == quarters
     replans = [e for e in events if e.type == "planning" and e.data.get("previous_strategy")]
     assert replans and replans[0].data["strategy"] == "broad_window"
