@@ -114,6 +114,10 @@ class Settings(BaseSettings):
     llm_json_schema: bool | None = None  # deprecated: true is llm_json_mode=json_schema
     # sampling temperature of every LLM call; unset leaves the server's default (0 makes a small local model repeatable)
     llm_temperature: float | None = Field(None, ge=0, le=2)
+    # the longest reply of a structured call (plan, extract, evaluate...) and of a 10-K answer: a model that never
+    # stops (a small local one writing a list forever) is cut off, fails to parse, and is repaired or fails readably
+    llm_json_max_tokens: int = Field(1500, ge=64)
+    llm_answer_max_tokens: int = Field(3000, ge=64)
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
     llm_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))

@@ -150,6 +150,14 @@ with the `{report.embedder}` embedder and the default (`extractive`) planner. Ho
 - A search's pages rank by their best chunk; the lists of every phrase are fused by reciprocal rank. *Vector* and
   *keyword* rank by one side alone (keyword: `ts_rank_cd` over every chunk holding any query word); *hybrid* fuses
   each phrase's vector and keyword page lists by reciprocal rank.
+- Statement pages first (`agent/tenk/statements.py`): at ingest every page is classified as a primary statement
+  (income statement, balance sheet, cash flow statement) by a caption opening the page (matched on its letters
+  alone, as PDF extraction splits words) and by being a table of figures, or as a one-page continuation of one. A
+  question's line items and ratios name the statements they are reported on (general statement vocabulary:
+  "quick ratio" needs the balance sheet, "capex" the cash flow statement); those statement pages of the two
+  documents the fused ranking (or the filter's scope) puts first lead the list, at most three per statement of the
+  first document and one of the second, best ranked first. In the shared store no filter is used: the documents
+  are the ranking's own. The same step runs in every condition.
 - Page recall@k: the share of a question's evidence pages among the top k pages; document recall@k: the share of
   its evidence documents among those pages' documents; both averaged over questions.
 - *Filtered*: each company the planner names in the question text, with the fiscal periods it resolves from the

@@ -23,6 +23,7 @@ from agent.retrieval.availability import FILING_KINDS
 from agent.retrieval.hybrid import KeywordCandidates, Mode
 from agent.retrieval.page_search import PageKey, search_pages
 from agent.tenk.rules import build_plan
+from agent.tenk.statements import question_statements
 
 CONDITIONS: dict[str, tuple[Mode, bool]] = {  # name -> (search mode, filtered)
     "hybrid_filtered": ("hybrid", True), "hybrid_shared": ("hybrid", False),
@@ -152,21 +153,25 @@ def _skip_reason(q: FinanceBenchQuestion, stored_names: set[str]) -> str | None:
 
 def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
                        on_question: Callable[[int], None] | None = None, expand: bool = True,
-                       keyword_candidates: KeywordCandidates = "ranked", conditions: list[str] | None = None) -> RetrievalReport:
-    """`expand`: search the 10-K lexicon's phrases for the question as well as the question; `keyword_candidates`:
+                       keyword_candidates: KeywordCandidates = "ranked", conditions: list[str] | None = None,
+                       statements: bool = True) -> RetrievalReport:
+    """`expand`: search the 10-K lexicon's phrases for the question as well as the question; `statements`: put the
+    statement pages the question needs first (agent/tenk/statements.py); `keyword_candidates`:
     where hybrid's keyword-only candidates come from (agent/retrieval/page_search.py, hybrid.py); `conditions`: a
     subset of CONDITIONS to run (all by default)."""
     names = conditions or list(CONDITIONS)
     filings = stored_filings(ctx)
     by_name = {f.doc_name: f for f in filings.values()}
     report = RetrievalReport(questions=len(questions), evaluated=0, embedder=_embedder_name(ctx),
-                             query="the question and its 10-K lexicon phrases, fused by page" if expand else "the question text")
+                             query=("the question and its 10-K lexicon phrases, fused by page" if expand else "the question text")
+                             + ("; the primary statement pages it needs first" if statements else ""))
     for i, q in enumerate(questions):
         reason = _skip_reason(q, set(by_name))
         if reason:
             report.skipped.append(Skipped(financebench_id=q.financebench_id, reason=reason))
         else:
-            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand, keyword_candidates, names))
+            report.results.append(_evaluate_one(ctx, q, filings, by_name, expand, keyword_candidates, names,
+                                                      statements))
         if on_question:
             on_question(i + 1)
     report.evaluated = len(report.results)
@@ -179,7 +184,7 @@ def evaluate_retrieval(ctx: Context, questions: list[FinanceBenchQuestion],
 
 def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, StoredFiling],
                   by_name: dict[str, StoredFiling], expand: bool, keyword_candidates: KeywordCandidates,
-                  names: list[str]) -> QuestionResult:
+                  names: list[str], statements: bool = True) -> QuestionResult:
     flt = planner_filter(ctx, q.question)  # the question text only
     evidence = sorted(q.evidence_pages)
     covers = all(flt.covers(by_name[d].ticker, by_name[d].period) for d in q.evidence_docs)
@@ -187,12 +192,13 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
                             filter=flt, filter_covers_evidence=covers)
     s = ctx.settings
     phrases = search_phrases(q.question) if expand else [q.question]
+    needed = question_statements(q.question) if statements else []
     for name in names:
         mode, filtered = CONDITIONS[name]
         # a question the planner gave no filter searches the whole store in the filtered conditions too
         scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
         found = search_pages(ctx.pool, ctx.embed_query, phrases, scopes, mode, s.semantic_weight, s.keyword_weight,
-                             keyword_candidates)
+                             keyword_candidates, list(needed))
         pages = page_refs(found, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)

@@ -39,6 +39,7 @@ class PreparedChunk(BaseModel):
     item: str | None = None  # 10-K item
     item_title: str | None = None
     page: int | None = None  # filings read page by page
+    statement: str | None = None  # the primary financial statement on that page: income, balance or cash_flow
 
 
 class PreparedDocument(BaseModel):
@@ -134,7 +135,8 @@ def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits
 
     limits = _check_file(path, limits)
     doc = filing_from_pages(path, meta, ticker, limits.max_pdf_pages)
-    chunks = [PreparedChunk(index=i, text=text, page=page) for i, (page, text) in enumerate(page_chunks(doc, size, overlap))]
+    chunks = [PreparedChunk(index=i, text=c.text, page=c.page, statement=c.statement)
+              for i, c in enumerate(page_chunks(doc, size, overlap))]
     if len(chunks) > limits.max_chunks:
         raise IngestError(path, f"{len(chunks)} chunks, over the limit of {limits.max_chunks} per document (FINAGENT_INGEST_MAX_CHUNKS)")
     # the hash covers what the chunks are made of: the pages, the manifest row and ticker they are filed under, and

@@ -11,12 +11,14 @@ import gzip
 import re
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.ingest.chunking import split_text
 from agent.ingest.errors import IngestError
 from agent.models.corpus import FilingDoc, FilingKind, FilingPage, Period
+from agent.tenk.statements import Statement, classify_pages
 
 PAGES_SUFFIX = ".jsonl.gz"
 _KINDS: dict[str, FilingKind] = {"10k": "10k", "10-k": "10k", "10q": "10q", "10-q": "10q", "8k": "8k", "8-k": "8k",
@@ -131,7 +133,7 @@ def filing_from_pages(path: Path, meta: FilingMeta, ticker: str, max_pages: int)
                      pages=pages)
 
 
-CHUNKING_VERSION = "2"  # part of a document's content hash: a change to page_chunks re-ingests every filing
+CHUNKING_VERSION = "3"  # part of a document's content hash: a change to page_chunks re-ingests every filing
 
 
 def _tidy(text: str) -> str:
@@ -149,16 +151,22 @@ def _lead(text: str) -> str:
     return lead.rsplit(" ", 1)[0] if len(text) > PAGE_LEAD_CHARS and " " in lead else lead
 
 
-def page_chunks(doc: FilingDoc, size: int, overlap: int) -> list[tuple[int, str]]:
-    """(page, text) of each chunk: every page is split on its own, so no chunk spans two pages. Every chunk starts
+class PageChunk(NamedTuple):
+    page: int
+    statement: Statement | None  # the primary financial statement the page holds (agent/tenk/statements.py)
+    text: str
+
+
+def page_chunks(doc: FilingDoc, size: int, overlap: int) -> list[PageChunk]:
+    """The chunks of every page: each page is split on its own, so no chunk spans two pages. Every chunk starts
     with the document's header; a chunk after a page's first also repeats the page's lead, so the rows of a
     statement's second half still say which statement they belong to."""
     header = chunk_header(doc)
+    texts = [_tidy(page.text) for page in doc.pages]
     out = []
-    for page in doc.pages:
-        text = _tidy(page.text)
+    for page, text, statement in zip(doc.pages, texts, classify_pages(texts)):
         lead = _lead(text) if PAGE_LEAD_CHARS else ""
         body = max(size - len(header) - len(lead) - 3, size // 2)
         for i, part in enumerate(split_text(text, body, overlap)):
-            out.append((page.page, f"{header}\n{part}" if i == 0 or not lead else f"{header}\n{lead} …\n{part}"))
+            out.append(PageChunk(page.page, statement, f"{header}\n{part}" if i == 0 or not lead else f"{header}\n{lead} …\n{part}"))
     return out

@@ -54,9 +54,9 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
                 )
             elif isinstance(doc, FilingDoc):
                 cur.executemany(
-                    "INSERT INTO tenk_chunks (document_id, ticker, fiscal_year, fiscal_quarter, item, chunk_index, page, text,"
-                    " embedding) VALUES (%s,%s,%s,%s,'',%s,%s,%s,%s)",
-                    [(doc_id, doc.ticker, doc.fiscal_year, doc.fiscal_quarter, c.index, c.page, c.text, e)
+                    "INSERT INTO tenk_chunks (document_id, ticker, fiscal_year, fiscal_quarter, item, chunk_index, page,"
+                    " statement, text, embedding) VALUES (%s,%s,%s,%s,'',%s,%s,%s,%s,%s)",
+                    [(doc_id, doc.ticker, doc.fiscal_year, doc.fiscal_quarter, c.index, c.page, c.statement, c.text, e)
                      for c, e in zip(prepared.chunks, embeddings)],
                 )
             else:

@@ -56,7 +56,7 @@ def and_tsquery_text(text: str) -> str:
     return " & ".join(_words(text)) or "''"
 
 
-def _where(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict[str, Any]]:
+def filter_clause(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict[str, Any]]:
     clauses: list[sql.Composable] = []
     params: dict[str, Any] = {}
     if f.tickers:
@@ -191,7 +191,7 @@ def hybrid_search(
     if mode != "hybrid":
         semantic_weight, keyword_weight = (1.0, 0.0) if mode == "semantic" else (0.0, 1.0)
     exact = bool(exact) or filters.is_filtered  # a filtered search is always exact
-    where, params = _where(corpus, filters)
+    where, params = filter_clause(corpus, filters)
     n = max(top_k * 4, 60)
     params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
                "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1}

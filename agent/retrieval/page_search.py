@@ -5,19 +5,29 @@ outstanding") while the page holds line items under a statement's caption. So th
 with search phrases for it (the 10-K planner's: statement captions and line items, agent/tenk/rules.py), and the
 pages of every phrase's results are fused by reciprocal rank, each page ranking by its best chunk in each list. A
 hybrid page search fuses each phrase's vector and keyword lists the same way (RANK_FUSION): on FinanceBench's
-development half that beat hybrid_search's weighted chunk scores (docs/quality.md)."""
+development half that beat hybrid_search's weighted chunk scores (docs/quality.md).
+
+A question about a line item or a ratio needs a primary statement page, which words alone rank poorly (a notes page
+says "balance sheet" more often than the balance sheet does). Pages are classified at ingest
+(agent/tenk/statements.py); the statement pages the question needs, of the documents it most likely asks about
+(the scope's, or in a shared store the first documents of the fused ranking), go first, best ranked first.
+No filter is involved: in a shared store the documents are the ranking's own."""
 from __future__ import annotations
 
 from collections import defaultdict
 
+from psycopg import sql
+
 from agent.models.corpus import SearchFilters, SearchHit
-from agent.retrieval.hybrid import KeywordCandidates, Mode, hybrid_search
+from agent.retrieval.hybrid import KeywordCandidates, Mode, filter_clause, hybrid_search
 
 RRF_K = 60  # the usual reciprocal-rank constant: ranks 1 and 10 weigh 1/61 and 1/70
 RANK_FUSION = True  # hybrid: fuse the vector and keyword page lists by rank, not chunk scores by weight
 CHUNKS_PER_SEARCH = 60  # a page often holds several of a search's best chunks
 
 PageKey = tuple[int, int | None]  # (document_id, page); page None for a filing parsed by item
+STATEMENT_DOCS = 2  # the statement pages of at most this many documents go first
+STATEMENT_PAGES = (3, 1)  # per needed statement: that many pages of the first document, of the second
 
 
 def ranked_pages(hits: list[SearchHit]) -> list[PageKey]:
@@ -34,12 +44,55 @@ def fuse(page_lists: list[list[PageKey]]) -> list[PageKey]:
     return sorted(scores, key=lambda p: -scores[p])
 
 
+def statement_pages(pool, documents: list[int], statements: list[str]) -> dict[int, list[tuple[int, str]]]:
+    """document -> its (page, statement) pages of the given statements, in page order."""
+    out: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    if not documents or not statements:
+        return out
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT DISTINCT document_id, page, statement FROM tenk_chunks WHERE document_id = ANY(%s)"
+                            " AND statement = ANY(%s) AND page IS NOT NULL ORDER BY document_id, page",
+                            (documents, statements)).fetchall()
+    for r in rows:
+        out[r["document_id"]].append((r["page"], r["statement"]))
+    return out
+
+
+def scope_documents(pool, scopes: list[SearchFilters]) -> list[int]:
+    docs: list[int] = []
+    with pool.connection() as conn:
+        for f in scopes:
+            where, params = filter_clause("10k", f)
+            query = sql.SQL("SELECT DISTINCT document_id FROM tenk_chunks {} ORDER BY document_id").format(where)
+            docs += [r["document_id"] for r in conn.execute(query, params)]
+    return list(dict.fromkeys(docs))
+
+
+def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: list[SearchFilters] | None) -> list[PageKey]:
+    """The needed statement pages of the likeliest documents, then the rest of the fused ranking."""
+    if not statements:
+        return fused
+    rank = {p: i for i, p in enumerate(fused)}
+    ranked_docs = list(dict.fromkeys(d for d, _ in fused))
+    candidates = scope_documents(pool, scopes) if scopes else ranked_docs
+    # the scope's documents in the order the ranking puts them; one it never reached comes last
+    docs = sorted(candidates, key=lambda d: ranked_docs.index(d) if d in ranked_docs else len(ranked_docs))[:STATEMENT_DOCS]
+    found = statement_pages(pool, docs, statements)
+    first: list[PageKey] = []
+    for doc, cap in zip(docs, STATEMENT_PAGES):
+        for kind in statements:
+            pages: list[PageKey] = [(doc, page) for page, k in found.get(doc, []) if k == kind]
+            pages.sort(key=lambda p: rank.get(p, len(fused) + (p[1] or 0)))
+            first += pages[:cap]
+    return list(dict.fromkeys(first + fused))
+
+
 def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | None, mode: Mode = "hybrid",
                  semantic_weight: float = 0.7, keyword_weight: float = 0.3,
-                 keyword_candidates: KeywordCandidates = "ranked") -> list[PageKey]:
+                 keyword_candidates: KeywordCandidates = "ranked", statements: list[str] | None = None) -> list[PageKey]:
     """Pages of the filings for the phrases (the question first), best first. `scopes`: one filter per company (each
     searched on its own, as the search service does), or None for the whole store. `embed(text)` gives a query
-    vector."""
+    vector. `statements`: the primary statements the question needs (agent/tenk/statements.py), put first."""
     lists = []
     # hybrid: the vector and the keyword page lists of each phrase, fused by rank like the phrases (RRF), or one
     # hybrid_search per phrase whose chunk scores mix both sides by weight
@@ -53,4 +106,4 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
                                       mode=side, keyword_candidates=keyword_candidates)
             hits.sort(key=lambda h: -h.score)
             lists.append(ranked_pages(hits))
-    return fuse(lists)
+    return statements_first(pool, fuse(lists), statements or [], scopes)

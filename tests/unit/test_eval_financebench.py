@@ -23,7 +23,7 @@ from agent.ingest.errors import IngestError
 from agent.ingest.filing_pages import FilingMeta, ManifestError, filing_from_pages, page_chunks, read_manifest, read_pages
 from agent.models.corpus import Company, Period, SearchFilters
 from agent.retrieval.companies import derived_aliases, find_tickers, match_company
-from agent.retrieval.hybrid import _query, _where
+from agent.retrieval.hybrid import _query, filter_clause
 
 
 def _q(**over) -> dict:
@@ -133,9 +133,10 @@ def test_every_chunk_stays_on_its_page_and_carries_the_documents_header(tmp_path
     meta = FilingMeta(doc_name="ACME_2024Q2_10Q", company="Acme Widgets", doc_type="10q", doc_period=2024)
     doc = filing_from_pages(path, meta, "ACMEWIDGETS", max_pages=100)
     chunks = page_chunks(doc, size=400, overlap=50)
-    assert [p for p, _ in chunks][:1] == [0] and {p for p, _ in chunks} == {0, 2}  # the empty page has no chunk
-    assert all(text.startswith("Acme Widgets 10-Q Q2 FY2024\n") and len(text) <= 400 for _, text in chunks)
-    body = "".join(text.split("\n", 1)[1] for p, text in chunks if p == 2)
+    assert [c.page for c in chunks][:1] == [0] and {c.page for c in chunks} == {0, 2}  # the empty page has no chunk
+    assert all(c.text.startswith("Acme Widgets 10-Q Q2 FY2024\n") and len(c.text) <= 400 for c in chunks)
+    assert {c.statement for c in chunks} == {None}  # prose, not a statement
+    body = "".join(c.text.split("\n", 1)[1] for c in chunks if c.page == 2)
     assert "Sentence 0 " in body and "Sentence 119 " in body
 
 
@@ -242,7 +243,7 @@ def test_a_derived_alias_lets_the_planner_find_the_company():
 # --- the search modes ------------------------------------------------------------------------------
 
 def _sql(corpus, filters, exact, part):
-    where, params = _where(corpus, filters)
+    where, params = filter_clause(corpus, filters)
     return " ".join(_query(corpus, where, exact, part).as_string(None).split()), params
 
 
@@ -253,7 +254,7 @@ def test_keyword_only_ranks_every_matching_row_without_the_cap():
 
 
 def test_filing_periods_filter_on_quarter_as_well_as_year():
-    where, params = _where("10k", SearchFilters(tickers=["ACME"], periods=[Period(fiscal_year=2024, fiscal_quarter=2),
+    where, params = filter_clause("10k", SearchFilters(tickers=["ACME"], periods=[Period(fiscal_year=2024, fiscal_quarter=2),
                                                                            Period(fiscal_year=2023)]))
     assert "fiscal_year * 10 + fiscal_quarter = ANY(%(periods)s)" in where.as_string(None)
     assert params["periods"] == [20242, 20230]

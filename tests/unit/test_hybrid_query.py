@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from agent.models.corpus import Period, SearchFilters
-from agent.retrieval.hybrid import _query, _where, and_tsquery_text, or_tsquery_text
+from agent.retrieval.hybrid import _query, and_tsquery_text, filter_clause, or_tsquery_text
 
 
 def test_or_and_and_tsquery_texts_share_the_words():
@@ -18,7 +18,7 @@ def test_empty_query_is_an_empty_tsquery():
 
 
 def _sql(corpus, filters, exact):
-    where, _ = _where(corpus, filters)
+    where, _ = filter_clause(corpus, filters)
     return " ".join(_query(corpus, where, exact).as_string(None).split())
 
 

@@ -124,6 +124,14 @@ def test_plan_parses_with_planner_model_and_budget_note(router, provider):
     assert provider.name == "openai" and provider.models.planner == "planner-model"
 
 
+def test_structured_replies_are_capped_by_the_setting(router):
+    route = router.post(URL).mock(return_value=ok("plan_ok.json"))
+    OpenAIProvider(make_settings()).plan(plan_req())
+    assert body(route.calls.last)["max_tokens"] == 1500
+    OpenAIProvider(make_settings(llm_json_max_tokens=400)).plan(plan_req())
+    assert body(route.calls.last)["max_tokens"] == 400
+
+
 def test_plan_tickers_hint_wins(router, provider):
     router.post(URL).mock(return_value=ok("plan_ok.json"))
     plan, _ = provider.plan(plan_req(tickers_hint=["aapl"]))

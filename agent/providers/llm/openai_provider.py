@@ -52,6 +52,7 @@ class OpenAIProvider:
 
     def __init__(self, settings: Settings, *, json_mode: JsonMode | None = None, client: OpenAI | None = None):
         self.models = settings.llm_models.model_copy()
+        self.json_max_tokens, self.answer_max_tokens = settings.llm_json_max_tokens, settings.llm_answer_max_tokens
         self.json_forms = JsonForms(json_mode or settings.llm_json_mode, settings.llm_base_url)
         self.temperature: float | Omit = omit if settings.llm_temperature is None else settings.llm_temperature
         # the response cache keys on the endpoint, the models and the sampling: another model must not answer from it
@@ -67,7 +68,7 @@ class OpenAIProvider:
 
     def _json(self, role: str, model: str, messages: prompts.Messages, schema: type[T]) -> tuple[T, Usage]:
         return complete_json(self.client, role=role, model=model, messages=messages, schema=schema, forms=self.json_forms,
-                             temperature=self.temperature)
+                             temperature=self.temperature, max_tokens=self.json_max_tokens)
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
@@ -149,7 +150,8 @@ class OpenAIProvider:
 
     def answer_10k(self, req: TenKAnswerRequest) -> tuple[Answer, Usage]:
         messages = prompts.tenk_answer_messages(req)
-        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, temperature=self.temperature)
+        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, temperature=self.temperature,
+                                                   max_tokens=self.answer_max_tokens)
         usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:

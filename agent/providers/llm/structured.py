@@ -23,7 +23,7 @@ T = TypeVar("T", bound=BaseModel)
 
 # A cap on a JSON reply: every role's answer fits in a few hundred tokens, and a small model constrained only to "some
 # JSON" can otherwise emit whitespace until its context is full (minutes on a CPU server that serves one request at a time)
-JSON_MAX_TOKENS = 1500
+JSON_MAX_TOKENS = 1500  # the default; the OpenAI provider passes the setting llm_json_max_tokens
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
 

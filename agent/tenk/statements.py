@@ -1,0 +1,100 @@
+"""The primary financial statements: which page of a filing is one, and which of them a question needs.
+
+A question about a ratio or a line item ("quick ratio", "days payable outstanding", "capex as a share of revenue")
+rarely shares words with the statement page that answers it: that page is a table of line items under a caption.
+So pages are classified once, at ingest, by their caption and by being a table of figures, and a page search puts
+the statement pages a question needs first (agent/retrieval/page_search.py).
+
+Captions are matched on letters alone, because PDF text extraction splits and joins words ("Statem ents of
+Operations", "BALANCESHEETS"). The vocabulary is general financial-statement vocabulary, not any filer's wording.
+"""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Statement = Literal["income", "balance", "cash_flow"]
+STATEMENTS: tuple[Statement, ...] = ("income", "balance", "cash_flow")
+
+# on the page's opening letters, lower case, every other character removed
+_CAPTIONS: dict[Statement, re.Pattern] = {
+    # "statements of comprehensive income" alone is another statement; "of operations and comprehensive income" is not
+    "income": re.compile(r"statements?of(consolidated)?(operations|income|earnings|loss)|incomestatements?"
+                         r"|profitandlossaccount"),
+    "balance": re.compile(r"balancesheets?|statements?of(consolidated)?financial(position|condition)"),
+    "cash_flow": re.compile(r"statements?of(consolidated)?cashflows?|cashflowstatements?"),
+}
+# a notes page quotes the captions ("Notes to Consolidated Balance Sheets"); so do an index and a report's prose
+_NOT_A_STATEMENT = re.compile(r"notesto|indexto|tableofcontentsitem|reportofindependent|managementsdiscussion")
+HEAD_LETTERS = 300  # how far into the page's letters a caption may start (running headers come first)
+MIN_FIGURES = 40  # a statement page is a table: at least this many figures
+_FIGURE = re.compile(r"\(?\$?\s?\d[\d,]*(?:\.\d+)?\)?")
+
+
+def _letters(text: str, n: int) -> str:
+    return re.sub(r"[^a-z]", "", text[: n * 3].lower())[:n]
+
+
+def figures(text: str) -> int:
+    return len(_FIGURE.findall(text))
+
+
+def page_statement(text: str) -> Statement | None:
+    """The primary statement a page holds, when its caption opens the page and the page is a table of figures."""
+    if figures(text) < MIN_FIGURES:
+        return None
+    head = _letters(text, HEAD_LETTERS + 80)
+    found = [(m.start(), kind) for kind, pat in _CAPTIONS.items() if (m := pat.search(head)) and m.start() <= HEAD_LETTERS]
+    if not found:
+        return None
+    start, kind = min(found)
+    if _NOT_A_STATEMENT.search(head[:start + 20]):
+        return None
+    return kind
+
+
+def classify_pages(texts: list[str]) -> list[Statement | None]:
+    """Each page's statement. A statement often runs onto a second page with no caption of its own (a balance
+    sheet's liabilities): a table of figures right after a statement page, with no caption or notes heading,
+    continues it."""
+    out: list[Statement | None] = []
+    for i, text in enumerate(texts):
+        kind = page_statement(text)
+        if kind is None and i and out[i - 1] and (i < 2 or out[i - 2] != out[i - 1]) and figures(text) >= MIN_FIGURES:
+            head = _letters(text, HEAD_LETTERS)
+            if not _NOT_A_STATEMENT.search(head) and not any(p.search(head) for p in _CAPTIONS.values()):
+                kind = out[i - 1]
+        out.append(kind)
+    return out
+
+
+# Which statement reports what. A question that names a statement needs it; one that names a line item or a ratio
+# needs the statements its inputs are reported on.
+_NEEDS: dict[Statement, re.Pattern] = {
+    "income": re.compile(
+        r"income statements?|statements? of (consolidated )?(comprehensive )?(income|operations|earnings)|\bp&l\b|"
+        r"profit and loss|revenues?|net sales|\bsales\b|top.?line|turnover ratio|cost of (goods|sales|revenues?)|\bcogs\b|"
+        r"gross (margin|profit)|operating (income|profit|margin|expenses?)|\bebit(da)?\b|income from operations|"
+        r"interest expense|interest coverage|net (income|earnings|loss|profit)|profit margin|earnings per share|\beps\b|"
+        r"effective tax rate|income tax|selling,? general|\bsg&a\b|research and development|\br&d\b|"
+        r"return on (assets|equity|invested capital)|\bro[aei]c?\b|payout ratio|days (payable|sales|inventory)|"
+        r"\bd[spi]o\b|inventory turnover|asset turnover|depreciation and amortization", re.I),
+    "balance": re.compile(
+        r"balance sheets?|statements? of (consolidated )?financial (position|condition)|total assets|"
+        r"current (assets|liabilities)|working capital|current ratio|quick ratio|cash ratio|liquidity|inventor|"
+        r"accounts (receivable|payable)|receivables|payables|property,? plant|\bpp&e\b|fixed assets?|goodwill|"
+        r"intangible|total liabilities|(shareholders|stockholders)['’]? equity|total equity|book value|"
+        r"debt.to.(equity|assets|capital)|leverage|long.term debt|total debt|net debt|return on (assets|equity)|"
+        r"\bro[ae]\b|days (payable|sales|inventory)|\bd[spi]o\b|asset turnover", re.I),
+    "cash_flow": re.compile(
+        r"cash flows? statements?|statements? of (consolidated )?cash flows?|cash flows? from|operating activities|"
+        r"investing activities|financing activities|free cash flow|cash from operations|\bcapex\b|"
+        r"capital expenditures?|purchases? of property|dividends? paid|cash dividends|payout ratio|"
+        r"(share|stock) (repurchases?|buybacks?)|repurchases? of (common )?stock|"
+        r"depreciation and amortization", re.I),
+}
+
+
+def question_statements(question: str) -> list[Statement]:
+    """The statements whose line items a question asks about, in the order of STATEMENTS."""
+    return [kind for kind in STATEMENTS if _NEEDS[kind].search(question)]
