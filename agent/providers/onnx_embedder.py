@@ -9,6 +9,7 @@ stripped text, 256 word pieces at most, mean over the attention mask, unit lengt
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -48,6 +49,7 @@ def bundled_model_dir() -> Path:
     return Path(get_model_path())
 
 
+@functools.cache  # the installed versions do not change while a process runs
 def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -212,6 +214,12 @@ class OnnxEmbedder:
         return cached_file(model_file(self.cache_dir, self.quantize), lambda tmp: build_model(tmp, self.quantize))
 
     def _runtime(self) -> _Runtime:
+        # once loaded, a runtime is looked up without hashing the model file again (a 20 MB sha256 per call cost 7% of
+        # an ingest); its file name already names the recipe, the weights and the library versions
+        key = (model_file(self.cache_dir, self.quantize), self.threads)
+        ready = OnnxEmbedder._runtimes.get(key)
+        if ready is not None:
+            return ready
         with self._lock:
             path = self.model_path()
             key = (path, self.threads)

@@ -106,3 +106,26 @@ def test_a_right_outlook_answer_scores_high():
     q = "What revenue outlook did ACME give in Q2 2023?"
     assert confidence(q, "Looking ahead, total revenue is expected to be $850 million, plus or minus 2%.", ev(2, OUTLOOK, 0.5)) >= 0.9
     assert confidence(q, "Turning to the quarter, total revenue was $812 million.", ev(1, RESULT, 0.5)) < 0.7
+
+
+def test_another_measure_built_on_the_metric_is_not_the_metric():
+    from agent.providers.llm.extractive_judge import metric_stems, states_metric
+
+    nim = metric_stems("net interest margin")
+    assert states_metric("Net interest margin was 3.41% for the quarter.", nim, 2)
+    assert not states_metric("Net interest income was $212 million for the quarter.", nim, 2)  # another metric
+    sales = metric_stems("sales")
+    assert states_metric("Total sales were $1.9 billion.", sales, 1)
+    assert not states_metric("Sales per location were $1.2 million.", sales, 1)  # a per-unit measure
+    margin = metric_stems("operating margin")
+    assert not states_metric("Store-level operating margin was 18.2%.", margin, 2)  # a level below the company
+    loans = metric_stems("total loans")
+    assert states_metric("Total loans were $9.8 billion at quarter end.", loans, 1)
+    assert not states_metric("Total loan growth of 6% was led by commercial lending.", metric_stems("total loan"), 1)
+
+
+def test_a_question_in_the_transcript_and_a_should_are_not_reported_results():
+    q = "What was ACME's net interest margin in Q2 2023?"
+    assert "a question, not a statement" in problems("Was net interest margin 3.4% this quarter?", q, (2023, 2))
+    assert is_forward_looking("Net interest income should increase modestly next year.")
+    assert not is_forward_looking("We should note that revenue was $812 million.")

@@ -62,7 +62,8 @@ def _tokens(text: str) -> list[tuple[str, bool]]:
     return out
 
 
-_CHANGE_BEFORE = {"up", "down", "by", "increas", "decreas", "grew", "rose", "fell", "declin", "improv", "expand", "contract"}
+_CHANGE_BEFORE = {"up", "down", "by", "increas", "decreas", "grew", "rose", "fell", "declin", "improv", "expand", "contract",
+                  "growth"}
 _CHANGE_AFTER = {"increase", "decrease", "decline", "higher", "lower", "below", "above", "improvement", "reduction", "growth",
                  "increas", "decreas", "declin"}
 
@@ -102,9 +103,28 @@ def _runs(toks: list[tuple[str, bool]], words: set[str], need: int) -> list[tupl
                 window.append(i)
             elif toks[i][0] not in _FILLERS:
                 break
-        if len({toks[i][0] for i in window}) >= need:
+        if len({toks[i][0] for i in window}) >= need and not _qualified(toks, window[0], window[-1], words):
             out.append((window[0], window[-1]))
     return out
+
+
+# the nouns a metric's name ends in: a partial run of the metric's words followed by another of them names another
+# metric ('net interest' + 'income' is not 'net interest margin')
+_HEADS = {stem(w) for w in """income margin expense expenses revenue revenues sales ratio rate yield loss losses assets
+    deposits loans earnings cost costs profit cash flow capital equity debt spread""".split()}
+
+
+def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[str]) -> bool:
+    """The run names another measure built on the metric: a per-unit one ('sales per store'), one of a level
+    below the company ('store-level margin', 'segment level'), or another metric sharing some of its words."""
+    after = [w for w, _ in toks[last + 1:last + 3]]
+    partial = {w for w, _ in toks[first:last + 1]} & words != words
+    if partial and after and after[0] in _HEADS and after[0] not in words:
+        return True
+    if after[:1] == ["per"] and (len(after) < 2 or after[1] not in words):
+        return True
+    before = toks[first - 1][0] if first else ""
+    return before.endswith("-level") or before == "level"
 
 
 def names_metric(text: str, words: set[str], need: int) -> bool:
@@ -173,6 +193,8 @@ def problems(text: str, question: str, period: tuple[int, int] | None) -> list[s
         named = other_period(text, *period)
         if named:
             found.append(f"about {named}, not Q{period[1]} {period[0]}")
+    if text.rstrip().endswith("?"):
+        found.append("a question, not a statement")
     label = _SEGMENT_LABEL.match(text)
     if label and not stems(label.group(1)) <= stems(question):
         found.append(f"a figure for {label.group(1)}, not the total")

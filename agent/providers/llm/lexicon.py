@@ -102,7 +102,8 @@ def route_sources(question: str) -> list[DataSource]:
 # a sentence about the future: a forecast, an outlook, a plan
 FORWARD_LOOKING = re.compile(
     r"\b(?:expect|expects|expected(?! credit loss)|expecting|anticipate[sd]?|anticipating|guidance|guide|guiding|outlook|"
-    r"forecast(?:s|ed|ing)?|projected|projecting|projection|will|should be|going forward|next quarter|next year|"
+    r"forecast(?:s|ed|ing)?|projected|projecting|projection|will|should(?! note| mention| point| add)|going forward|"
+    r"next quarter|next year|"
     r"coming quarters?|we see|targeting|plan to|planning to|likely to|intend to)\b",
     re.I,
 )
