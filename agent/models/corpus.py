@@ -113,10 +113,11 @@ class SearchFilters(BaseModel):
     periods: list[Period] = Field(default_factory=list)  # transcripts: fiscal quarters
     fiscal_years: list[int] = Field(default_factory=list)  # 10-K
     items: list[str] = Field(default_factory=list)  # 10-K items
+    statements: list[str] = Field(default_factory=list)  # filings read page by page: primary statement pages only
 
     @property
     def is_filtered(self) -> bool:
-        return bool(self.tickers or self.periods or self.fiscal_years or self.items)
+        return bool(self.tickers or self.periods or self.fiscal_years or self.items or self.statements)
 
 
 class SearchHit(BaseModel):

@@ -14,7 +14,7 @@ its words do not single out rows, and the semantic candidates still get their ke
 
 A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
 pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing. An unfiltered search uses the HNSW index
-(m 32, migration 0004) with hnsw.ef_search = EF_SEARCH for the semantic candidates, and runs its keyword statement
+(m 24, migration 0009) with hnsw.ef_search = EF_SEARCH for the semantic candidates, and runs its keyword statement
 on a second pooled connection at the same time, so it costs the slower of the two rather than their sum. Semantic and
 keyword ties break by id, so the exact path is deterministic.
 """
@@ -72,6 +72,9 @@ def filter_clause(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dic
     if f.items and corpus == "10k":
         clauses.append(sql.SQL("item = ANY(%(items)s)"))
         params["items"] = [i.upper() for i in f.items]
+    if f.statements and corpus == "10k":
+        clauses.append(sql.SQL("statement = ANY(%(statements)s)"))
+        params["statements"] = list(f.statements)
     if not clauses:
         return sql.SQL(""), params
     return sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses), params

@@ -81,13 +81,31 @@ def text_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top_k: i
             for h in rerank(sub_q.keywords, hits)[:top_k]]
 
 
+def statement_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top_k: int = 8,
+                     iteration: int = 1) -> list[Evidence]:
+    """A line item of a filing read page by page (no parsed tables): the chunks of the primary statement pages
+    that report it (agent/tenk/statements.py), best first; none when the filing has no such page."""
+    from agent.tenk.rules import metric_for
+    from agent.tenk.statements import caption_statement
+
+    metric = metric_for(sub_q)
+    kind = caption_statement(metric.caption) if metric and metric.caption else None
+    if kind is None:
+        return []
+    vec = ctx.embed_query(sub_q.keywords)
+    filters = SearchFilters(tickers=[ticker], fiscal_years=[fiscal_year], statements=[kind])
+    hits = hybrid_search(ctx.pool, sub_q.keywords, vec, filters, corpus="10k", top_k=top_k)
+    return [Evidence(**h.model_dump(), iteration=iteration, query=sub_q.keywords) for h in hits]
+
+
 def retrieve(ctx, llm, question: str, plan: TenKPlan, sub_q: SubQuestion, iteration: int,
              budget_note: str = "") -> tuple[list[Evidence], Usage]:
     if sub_q.kind == "TEXT":
         return text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), Usage()
     candidates = table_candidates(ctx.pool, plan.ticker, plan.fiscal_year, sub_q)
     if not candidates:
-        return text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), Usage()
+        found = statement_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration)
+        return found or text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), Usage()
     ids, usage = llm.select_tables(SelectTablesRequest(question=question, sub_question=sub_q, candidates=candidates,
                                                        budget_note=budget_note))
     known = {c.table_id for c in candidates}

@@ -27,7 +27,7 @@ _CAPTIONS: dict[Statement, re.Pattern] = {
 # a notes page quotes the captions ("Notes to Consolidated Balance Sheets"); so do an index and a report's prose
 _NOT_A_STATEMENT = re.compile(r"notesto|indexto|tableofcontentsitem|reportofindependent|managementsdiscussion")
 HEAD_LETTERS = 300  # how far into the page's letters a caption may start (running headers come first)
-MIN_FIGURES = 40  # a statement page is a table: at least this many figures
+MIN_FIGURES = 30  # a statement page is a table: at least this many figures
 _FIGURE = re.compile(r"\(?\$?\s?\d[\d,]*(?:\.\d+)?\)?")
 
 
@@ -93,6 +93,14 @@ _NEEDS: dict[Statement, re.Pattern] = {
         r"(share|stock) (repurchases?|buybacks?)|repurchases? of (common )?stock|"
         r"depreciation and amortization", re.I),
 }
+
+
+def caption_statement(caption: re.Pattern) -> Statement | None:
+    """The statement a lexicon metric's caption pattern (agent/tenk/lexicon.py) stands for."""
+    from agent.tenk.lexicon import BALANCE, CASH_FLOW, INCOME
+
+    kinds: dict[str, Statement] = {INCOME.pattern: "income", BALANCE.pattern: "balance", CASH_FLOW.pattern: "cash_flow"}
+    return kinds.get(caption.pattern)
 
 
 def question_statements(question: str) -> list[Statement]:

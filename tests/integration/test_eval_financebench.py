@@ -190,3 +190,72 @@ def test_bad_questions_files_fail_in_one_line(ctx, made_up, tmp_path, content, s
     r = _finagent(ctx, "eval", "financebench", "--questions", str(path), "--data", str(data), "--json", "--inline")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().startswith("error: ") and says in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# --- statement pages: classified at ingest, put first for the line items a question needs ------------------------
+
+def _statement_page(caption: str, rows: list[str]) -> str:
+    lines = [f"{label}\n$ {1200 + 41 * i:,} \n {1100 + 37 * i:,} " for i, label in enumerate(rows * 6)]
+    return f"Vexmoor Labs, Inc.\n{caption}\n(in thousands)\nDecember 31, 2021 2020\n" + "\n".join(lines)
+
+
+VEXMOOR_PAGES = [
+    "Annual report cover. Vexmoor Labs, Inc.",
+    # a notes page that says "balance sheet" and "current assets" more often than the statement does
+    "Notes to Consolidated Financial Statements. Balance sheet components: current assets and current liabilities "
+    "on the balance sheet are described here; the balance sheet presentation of current assets follows the guidance. "
+    "Balance sheet, balance sheet, current assets.",
+    _statement_page("CONSOLIDATED STATEMENTS OF OPERATIONS", ["Revenue", "Cost of revenue", "Operating expenses", "Net income"]),
+    _statement_page("CONSOLIDATED BALANCE SHEETS", ["Cash and cash equivalents", "Accounts receivable", "Inventories",
+                                                    "Total current assets", "Total current liabilities"]),
+    _statement_page("", ["Long-term debt", "Total liabilities", "Stockholders' equity"]),  # the balance sheet, continued
+]
+
+
+@pytest.fixture(scope="module")
+def vexmoor(ctx, tmp_path_factory):
+    root = tmp_path_factory.mktemp("vexmoor")
+    (root / "pages").mkdir()
+    (root / "documents.jsonl").write_text(json.dumps({"doc_name": "VEXMOOR_2021_10K", "company": "Vexmoor Labs",
+                                                      "doc_type": "10k", "doc_period": 2021}) + "\n")
+    with gzip.open(root / "pages" / "VEXMOOR_2021_10K.jsonl.gz", "wt") as fh:
+        for i, text in enumerate(VEXMOOR_PAGES):
+            fh.write(json.dumps({"doc_name": "VEXMOOR_2021_10K", "page": i, "text": text}) + "\n")
+    report = ingest_financebench(ctx, root, fanout=False)
+    assert not report.errors, report.errors
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT DISTINCT c.page, c.statement FROM tenk_chunks c JOIN documents d ON d.id = c.document_id"
+                            " WHERE d.source_path LIKE %s ORDER BY c.page", (f"{root}%",)).fetchall()
+    return {r["page"]: r["statement"] for r in rows}
+
+
+def test_statement_pages_are_classified_at_ingest(vexmoor):
+    assert vexmoor == {0: None, 1: None, 2: "income", 3: "balance", 4: "balance"}
+
+
+def test_the_statement_pages_a_question_needs_come_first(ctx, vexmoor):
+    from agent.retrieval.page_search import search_pages
+    from agent.tenk.statements import question_statements
+
+    question = "What is Vexmoor Labs' FY2021 quick ratio?"
+    flt = planner_filter(ctx, question)
+    scopes = [s.filters for s in flt.scopes]
+    needed = question_statements(question)
+    assert needed == ["balance"]
+    pages = search_pages(ctx.pool, ctx.embed_query, [question], scopes, "hybrid", statements=needed)
+    assert [p for _, p in pages[:2]] == [3, 4]  # the balance sheet and its continuation, ahead of the notes page
+    unranked = search_pages(ctx.pool, ctx.embed_query, [question], scopes, "hybrid")
+    assert {p for _, p in unranked} == {0, 1, 2, 3, 4}
+
+
+def test_the_10k_agent_reads_a_line_item_from_its_statement_page(ctx, vexmoor):
+    from agent.models.tenk import SubQuestion
+    from agent.tenk.retrieval import statement_search
+
+    ticker = planner_filter(ctx, "Vexmoor Labs FY2021").scopes[0].ticker
+    sq = SubQuestion(id=1, text="What were total current assets in FY2021?", kind="TABLE", items=["8"],
+                     keywords="total current assets consolidated balance sheets")
+    found = statement_search(ctx, ticker, 2021, sq)
+    assert found and {e.page for e in found} <= {3, 4} and any("Total current assets" in e.text for e in found)
+    other = SubQuestion(id=2, text="Who audits the company?", kind="TABLE", items=["8"], keywords="auditor")
+    assert statement_search(ctx, ticker, 2021, other) == []  # no statement reports it
