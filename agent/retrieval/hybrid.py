@@ -94,10 +94,23 @@ _KEYWORD = """
 _RANKED_KEYWORD = """
     kw AS (SELECT id FROM {source} WHERE tsv @@ to_tsquery('english', %(orq)s)
            ORDER BY ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id LIMIT %(n)s)"""
+# keyword-only search weighs each query word by its rarity in the search's scope (inverse document frequency, as
+# BM25 does): ts_rank_cd alone counts a word every chunk holds ("revenue", a fiscal year) as much as the one that
+# singles out a company or a line item. A word held by more than IDF_MAX_SHARE of the scope is left out.
+_IDF_KEYWORD = """
+    words AS (SELECT q FROM unnest(%(words)s::text[]) w, plainto_tsquery('english', w) q WHERE numnode(q) > 0),
+    total AS (SELECT count(*)::float8 AS n FROM {source}),
+    q AS (SELECT q, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
+          FROM (SELECT q, (SELECT count(*) FROM {source} WHERE tsv @@ words.q)::float8 AS df FROM words) d, total
+          WHERE df > 0 AND df <= %(idf_max_share)s * total.n),
+    kept AS (SELECT coalesce(string_agg('(' || q::text || ')', ' | '), '')::tsquery AS q FROM q),
+    kw AS (SELECT s.id, ts_rank_cd(s.tsv, kept.q) * (SELECT sum(q.idf) FROM q WHERE s.tsv @@ q.q) AS rank
+           FROM {source} s, kept WHERE s.tsv @@ kept.q ORDER BY rank DESC, s.id LIMIT %(n)s)"""
+IDF_MAX_SHARE = 0.3
 _SCORED = """
     SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
     FROM {cand} JOIN {t} c USING (id)"""
-Part = Literal["both", "both_ranked", "semantic", "keyword", "ranked_keyword"]
+Part = Literal["both", "both_ranked", "semantic", "keyword", "ranked_keyword", "idf_keyword"]
 Mode = Literal["hybrid", "semantic", "keyword"]  # which side of the search ranks: both fused, or one alone
 # Where hybrid's keyword-only candidates come from: "selective" (the rows holding all the words, capped, see the
 # module's docstring) or "ranked" (the top n by rank of every row holding any word: deeper, slower).
@@ -123,9 +136,13 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         ctes.append(sql.SQL(_KEYWORD).format(source=source))
     if part in ("both_ranked", "ranked_keyword"):
         ctes.append(sql.SQL(_RANKED_KEYWORD).format(source=source))
+    if part == "idf_keyword":
+        ctes.append(sql.SQL(_IDF_KEYWORD).format(source=source))
     union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
     cand = {"both": union, "both_ranked": union, "semantic": "sem"}.get(part, "kw")
-    scored = sql.SQL(_SCORED).format(
+    scored_sql = _SCORED.replace("ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank", "kw.rank AS rank") \
+        if part == "idf_keyword" else _SCORED
+    scored = sql.SQL(scored_sql).format(
         cand=sql.SQL(cand), t=t, cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
 
@@ -157,7 +174,7 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     second connection while the HNSW scan runs on this one, so an unfiltered search costs the slower side,
     not the sum."""
     if mode == "keyword":  # no vector index involved: the filtered scope, or the whole table
-        return _fetch(pool, _query(corpus, where, exact, "ranked_keyword"), params)
+        return _fetch(pool, _query(corpus, where, exact, "idf_keyword"), params)
     if mode == "semantic":
         return _fetch(pool, _query(corpus, where, exact, "semantic"), params, ef_search=None if exact else max(EF_SEARCH, params["n"]))
     ranked = keyword_candidates == "ranked"
@@ -197,7 +214,8 @@ def hybrid_search(
     where, params = filter_clause(corpus, filters)
     n = max(top_k * 4, 60)
     params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
-               "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1}
+               "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1, "words": _words(query_text),
+               "idf_max_share": IDF_MAX_SHARE}
     rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates)
     if not rows:
         return []

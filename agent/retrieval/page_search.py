@@ -27,7 +27,7 @@ CHUNKS_PER_SEARCH = 60  # a page often holds several of a search's best chunks
 
 PageKey = tuple[int, int | None]  # (document_id, page); page None for a filing parsed by item
 STATEMENT_DOCS = 2  # the statement pages of at most this many documents go first
-STATEMENT_PAGES = (3, 1)  # per needed statement: that many pages of the first document, of the second
+STATEMENT_PAGES = (3, 2)  # per needed statement: that many pages of the first document, of the second
 
 
 def ranked_pages(hits: list[SearchHit]) -> list[PageKey]:
@@ -78,12 +78,13 @@ def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: 
     # the scope's documents in the order the ranking puts them; one it never reached comes last
     docs = sorted(candidates, key=lambda d: ranked_docs.index(d) if d in ranked_docs else len(ranked_docs))[:STATEMENT_DOCS]
     found = statement_pages(pool, docs, statements)
-    first: list[PageKey] = []
+    chosen: list[PageKey] = []
     for doc, cap in zip(docs, STATEMENT_PAGES):
         for kind in statements:
             pages: list[PageKey] = [(doc, page) for page, k in found.get(doc, []) if k == kind]
-            pages.sort(key=lambda p: rank.get(p, len(fused) + (p[1] or 0)))
-            first += pages[:cap]
+            chosen += sorted(pages, key=lambda p: rank.get(p, len(fused) + (p[1] or 0)))[:cap]
+    # the ranking's favourites first, whichever document; a page it never reached after those it did
+    first = sorted(chosen, key=lambda p: (rank.get(p, len(fused)), docs.index(p[0]), p[1] or 0))
     return list(dict.fromkeys(first + fused))
 
 

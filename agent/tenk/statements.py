@@ -25,7 +25,9 @@ _CAPTIONS: dict[Statement, re.Pattern] = {
     "cash_flow": re.compile(r"statements?of(consolidated)?cashflows?|cashflowstatements?"),
 }
 # a notes page quotes the captions ("Notes to Consolidated Balance Sheets"); so do an index and a report's prose
-_NOT_A_STATEMENT = re.compile(r"notesto|indexto|tableofcontentsitem|reportofindependent|managementsdiscussion")
+# ("Index to Consolidated Financial Statements" is also many filings' running header, so an index is told by the
+# several captions it lists instead)
+_NOT_A_STATEMENT = re.compile(r"notesto|tableofcontentsitem|reportofindependent|managementsdiscussion")
 HEAD_LETTERS = 300  # how far into the page's letters a caption may start (running headers come first)
 MIN_FIGURES = 30  # a statement page is a table: at least this many figures
 _FIGURE = re.compile(r"\(?\$?\s?\d[\d,]*(?:\.\d+)?\)?")
@@ -45,9 +47,9 @@ def page_statement(text: str) -> Statement | None:
         return None
     head = _letters(text, HEAD_LETTERS + 80)
     found = [(m.start(), kind) for kind, pat in _CAPTIONS.items() if (m := pat.search(head)) and m.start() <= HEAD_LETTERS]
-    if not found:
+    if len(found) != 1:  # none, or an index of the statements
         return None
-    start, kind = min(found)
+    start, kind = found[0]
     if _NOT_A_STATEMENT.search(head[:start + 20]):
         return None
     return kind
@@ -82,13 +84,15 @@ _NEEDS: dict[Statement, re.Pattern] = {
     "balance": re.compile(
         r"balance sheets?|statements? of (consolidated )?financial (position|condition)|total assets|"
         r"current (assets|liabilities)|working capital|current ratio|quick ratio|cash ratio|liquidity|inventor|"
-        r"accounts (receivable|payable)|receivables|payables|property,? plant|\bpp&e\b|fixed assets?|goodwill|"
+        r"cash (and|&) (cash )?equivalents|accounts (receivable|payable)|receivables|payables|property,? plant|"
+        r"property and equipment|\bpp&?n?e\b|fixed assets?|capital.intensi|goodwill|"
         r"intangible|total liabilities|(shareholders|stockholders)['’]? equity|total equity|book value|"
         r"debt.to.(equity|assets|capital)|leverage|long.term debt|total debt|net debt|return on (assets|equity)|"
         r"\bro[ae]\b|days (payable|sales|inventory)|\bd[spi]o\b|asset turnover", re.I),
     "cash_flow": re.compile(
-        r"cash flows? statements?|statements? of (consolidated )?cash flows?|cash flows? from|operating activities|"
-        r"investing activities|financing activities|free cash flow|cash from operations|\bcapex\b|"
+        r"cash ?flows? statements?|statements? of (consolidated )?cash ?flows?|cash ?flows? from|operating activities|"
+        r"investing activities|financing activities|free cash ?flow|cash (flow )?conversion|cash from operations|"
+        r"capital.intensi|\bcapex\b|"
         r"capital expenditures?|purchases? of property|dividends? paid|cash dividends|payout ratio|"
         r"(share|stock) (repurchases?|buybacks?)|repurchases? of (common )?stock|"
         r"depreciation and amortization", re.I),

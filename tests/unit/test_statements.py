@@ -52,3 +52,11 @@ def test_a_statement_continues_onto_one_uncaptioned_page():
 ])
 def test_a_question_needs_the_statements_its_line_items_are_on(question, needed):
     assert question_statements(question) == needed
+
+
+def test_an_index_header_is_not_an_index():
+    header = "Index to Consolidated Financial Statements\n"
+    assert page_statement(_table("CONSOLIDATED BALANCE SHEETS", head=header)) == "balance"
+    index = (header + "Consolidated Statements of Operations 52\nConsolidated Balance Sheets 54\n"
+             "Consolidated Statements of Cash Flows 55\n" + _table("", head=""))
+    assert page_statement(index) is None
