@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from agent.context import Context
 from agent.models.corpus import Period, SearchFilters
 from agent.models.job import JobRequest, JobState
+from agent.providers.llm.lexicon import asks_outlook
 from agent.retrieval.availability import available_periods
 from agent.retrieval.periods import resolve
 from agent.work.planning import run_planner
@@ -59,5 +60,9 @@ def planner_filter(ctx: Context, question: str) -> PlannerFilter:
             continue
         res = resolve(plan.time_refs, avail, ticker, default_latest=len(avail))
         out.problems += res.problems
-        out.scopes.append(CompanyScope(ticker=ticker, periods=res.periods))
+        periods = list(res.periods)
+        if periods and asks_outlook(question):  # a year's outlook is given in the filings of the year before it
+            years = {p.fiscal_year - 1 for p in periods}
+            periods += [p for p in avail if p.fiscal_year in years and p not in periods]
+        out.scopes.append(CompanyScope(ticker=ticker, periods=periods))
     return out

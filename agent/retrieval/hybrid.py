@@ -96,13 +96,16 @@ _RANKED_KEYWORD = """
            ORDER BY ts_rank_cd(tsv, to_tsquery('english', %(orq)s)) DESC, id LIMIT %(n)s)"""
 # keyword-only search weighs each query word by its rarity in the search's scope (inverse document frequency, as
 # BM25 does): ts_rank_cd alone counts a word every chunk holds ("revenue", a fiscal year) as much as the one that
-# singles out a company or a line item. A word held by more than IDF_MAX_SHARE of the scope is left out.
+# singles out a company or a line item. A word held by more than IDF_MAX_SHARE of the scope is left out, unless
+# every word is.
 _IDF_KEYWORD = """
     words AS (SELECT q FROM unnest(%(words)s::text[]) w, plainto_tsquery('english', w) q WHERE numnode(q) > 0),
     total AS (SELECT count(*)::float8 AS n FROM {source}),
-    q AS (SELECT q, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
-          FROM (SELECT q, (SELECT count(*) FROM {source} WHERE tsv @@ words.q)::float8 AS df FROM words) d, total
-          WHERE df > 0 AND df <= %(idf_max_share)s * total.n),
+    held AS (SELECT q, df, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf,
+                    df <= greatest(%(idf_max_share)s * total.n, 1) AS rare
+             FROM (SELECT q, (SELECT count(*) FROM {source} WHERE tsv @@ words.q)::float8 AS df FROM words) d, total
+             WHERE df > 0),
+    q AS (SELECT q, idf FROM held WHERE rare OR NOT EXISTS (SELECT 1 FROM held WHERE rare)),
     kept AS (SELECT coalesce(string_agg('(' || q::text || ')', ' | '), '')::tsquery AS q FROM q),
     kw AS (SELECT s.id, ts_rank_cd(s.tsv, kept.q) * (SELECT sum(q.idf) FROM q WHERE s.tsv @@ q.q) AS rank
            FROM {source} s, kept WHERE s.tsv @@ kept.q ORDER BY rank DESC, s.id LIMIT %(n)s)"""

@@ -68,12 +68,25 @@ def scope_documents(pool, scopes: list[SearchFilters]) -> list[int]:
     return list(dict.fromkeys(docs))
 
 
-def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: list[SearchFilters] | None) -> list[PageKey]:
-    """The needed statement pages of the likeliest documents, then the rest of the fused ranking."""
+def documents_by_pages(fused: list[PageKey], depth: int = 50) -> list[int]:
+    """Documents ranked by all their pages among the first `depth` (reciprocal ranks summed), not by their best
+    page alone: in a shared store one stray page of another company's filing should not outrank the filing the
+    question is about, whose pages fill the list."""
+    score: dict[int, float] = defaultdict(float)
+    for i, (doc, _) in enumerate(fused[:depth], 1):
+        score[doc] += 1.0 / (RRF_K + i)
+    ranked = sorted(score, key=lambda d: -score[d])
+    return ranked + [d for d in dict.fromkeys(d for d, _ in fused) if d not in score]
+
+
+def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: list[SearchFilters] | None,
+                     ranked_docs: list[int] | None = None) -> list[PageKey]:
+    """The needed statement pages of the likeliest documents (`ranked_docs`, by default the fused ranking's), then
+    the rest of the fused ranking."""
     if not statements:
         return fused
     rank = {p: i for i, p in enumerate(fused)}
-    ranked_docs = list(dict.fromkeys(d for d, _ in fused))
+    ranked_docs = ranked_docs if ranked_docs is not None else documents_by_pages(fused)
     candidates = scope_documents(pool, scopes) if scopes else ranked_docs
     # the scope's documents in the order the ranking puts them; one it never reached comes last
     docs = sorted(candidates, key=lambda d: ranked_docs.index(d) if d in ranked_docs else len(ranked_docs))[:STATEMENT_DOCS]
@@ -107,4 +120,7 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
                                       mode=side, keyword_candidates=keyword_candidates)
             hits.sort(key=lambda h: -h.score)
             lists.append(ranked_pages(hits))
-    return statements_first(pool, fuse(lists), statements or [], scopes)
+    # the documents come from the question's own lists: it names the company and the period, a lexicon phrase
+    # ("total current assets consolidated balance sheets") matches every filing alike
+    documents = documents_by_pages(fuse(lists[:len(sides)]))
+    return statements_first(pool, fuse(lists), statements or [], scopes, documents)

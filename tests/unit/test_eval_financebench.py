@@ -287,3 +287,11 @@ def test_the_docs_section_has_every_condition_the_references_and_no_machine_path
     assert "--questions ../shared/data/financebench/questions_dev.jsonl --data ../shared/data/financebench" in text
     assert "19%" in text and "50%" in text and str(REPO) not in text and "hash` test embedder" in text
     assert plot_png(report).startswith(b"\x89PNG")
+
+
+def test_documents_rank_by_all_their_pages_not_one_stray_page():
+    from agent.retrieval.page_search import documents_by_pages
+
+    fused = [(7, 1), (3, 10), (3, 11), (3, 12), (3, 13), (9, 4)]  # document 7 has the best page, 3 has four
+    assert documents_by_pages(fused) == [3, 7, 9]
+    assert documents_by_pages(fused, depth=1) == [7, 3, 9]  # beyond the depth, first appearance
