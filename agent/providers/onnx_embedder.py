@@ -62,6 +62,7 @@ def _versions() -> str:
     return ",".join(out)
 
 
+@functools.cache  # its inputs (the recipe, the installed weights and versions) are fixed while a process runs
 def model_file(cache_dir: Path, quantize: Quantize) -> Path:
     """Where the exported model of this recipe, these weights and these library versions is cached."""
     weights = bundled_model_dir() / "model.safetensors"

@@ -111,8 +111,9 @@ _IDF_KEYWORD = """
            FROM {source} s, kept WHERE s.tsv @@ kept.q ORDER BY rank DESC, s.id LIMIT %(n)s)"""
 IDF_MAX_SHARE = 0.3
 _SCORED = """
-    SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank
+    SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, {rank} AS rank
     FROM {cand} JOIN {t} c USING (id)"""
+_TS_RANK = "ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s))"
 Part = Literal["both", "both_ranked", "semantic", "keyword", "ranked_keyword", "idf_keyword"]
 Mode = Literal["hybrid", "semantic", "keyword"]  # which side of the search ranks: both fused, or one alone
 # Where hybrid's keyword-only candidates come from: "selective" (the rows holding all the words, capped, see the
@@ -143,10 +144,9 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         ctes.append(sql.SQL(_IDF_KEYWORD).format(source=source))
     union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
     cand = {"both": union, "both_ranked": union, "semantic": "sem"}.get(part, "kw")
-    scored_sql = _SCORED.replace("ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s)) AS rank", "kw.rank AS rank") \
-        if part == "idf_keyword" else _SCORED
-    scored = sql.SQL(scored_sql).format(
-        cand=sql.SQL(cand), t=t, cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
+    rank = "kw.rank" if part == "idf_keyword" else _TS_RANK  # the IDF rank is computed with its candidates
+    scored = sql.SQL(_SCORED).format(
+        cand=sql.SQL(cand), t=t, rank=sql.SQL(rank), cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
 
 

@@ -87,9 +87,10 @@ def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: 
         return fused
     rank = {p: i for i, p in enumerate(fused)}
     ranked_docs = ranked_docs if ranked_docs is not None else documents_by_pages(fused)
+    place = {d: i for i, d in enumerate(ranked_docs)}
     candidates = scope_documents(pool, scopes) if scopes else ranked_docs
     # the scope's documents in the order the ranking puts them; one it never reached comes last
-    docs = sorted(candidates, key=lambda d: ranked_docs.index(d) if d in ranked_docs else len(ranked_docs))[:STATEMENT_DOCS]
+    docs = sorted(candidates, key=lambda d: place.get(d, len(place)))[:STATEMENT_DOCS]
     found = statement_pages(pool, docs, statements)
     chosen: list[PageKey] = []
     for doc, cap in zip(docs, STATEMENT_PAGES):

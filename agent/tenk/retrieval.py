@@ -6,6 +6,8 @@ from agent.models.corpus import SearchFilters, SearchHit
 from agent.models.research import Evidence, Usage
 from agent.models.tenk import SelectTablesRequest, SubQuestion, TableCandidate, TenKPlan
 from agent.retrieval.hybrid import hybrid_search, or_tsquery_text
+from agent.tenk.rules import metric_for
+from agent.tenk.statements import caption_statement
 from agent.text import content_words, numbers, stem
 
 PREVIEW_ROWS = 8
@@ -70,6 +72,10 @@ def rerank(query: str, hits: list[SearchHit]) -> list[SearchHit]:
     return sorted(scored, key=lambda h: (-h.score, str(h.chunk_id)))
 
 
+def as_evidence(hits: list[SearchHit], iteration: int, query: str) -> list[Evidence]:
+    return [Evidence(**h.model_dump(), iteration=iteration, query=query) for h in hits]
+
+
 def text_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top_k: int = 8, iteration: int = 1) -> list[Evidence]:
     vec = ctx.embed_query(sub_q.keywords)
     filters = SearchFilters(tickers=[ticker], fiscal_years=[fiscal_year], items=sub_q.items)
@@ -77,17 +83,13 @@ def text_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top_k: i
     if not hits and sub_q.items:  # the routed Items hold nothing: search the whole filing
         hits = hybrid_search(ctx.pool, sub_q.keywords, vec, filters.model_copy(update={"items": []}), corpus="10k",
                              top_k=top_k * 3)
-    return [Evidence(**h.model_dump(), iteration=iteration, query=sub_q.keywords)
-            for h in rerank(sub_q.keywords, hits)[:top_k]]
+    return as_evidence(rerank(sub_q.keywords, hits)[:top_k], iteration, sub_q.keywords)
 
 
 def statement_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top_k: int = 8,
                      iteration: int = 1) -> list[Evidence]:
     """A line item of a filing read page by page (no parsed tables): the chunks of the primary statement pages
     that report it (agent/tenk/statements.py), best first; none when the filing has no such page."""
-    from agent.tenk.rules import metric_for
-    from agent.tenk.statements import caption_statement
-
     metric = metric_for(sub_q)
     kind = caption_statement(metric.caption) if metric and metric.caption else None
     if kind is None:
@@ -95,7 +97,7 @@ def statement_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top
     vec = ctx.embed_query(sub_q.keywords)
     filters = SearchFilters(tickers=[ticker], fiscal_years=[fiscal_year], statements=[kind])
     hits = hybrid_search(ctx.pool, sub_q.keywords, vec, filters, corpus="10k", top_k=top_k)
-    return [Evidence(**h.model_dump(), iteration=iteration, query=sub_q.keywords) for h in hits]
+    return as_evidence(hits, iteration, sub_q.keywords)
 
 
 def retrieve(ctx, llm, question: str, plan: TenKPlan, sub_q: SubQuestion, iteration: int,

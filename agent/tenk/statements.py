@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from agent.tenk.lexicon import BALANCE, CASH_FLOW, INCOME
+
 Statement = Literal["income", "balance", "cash_flow"]
 STATEMENTS: tuple[Statement, ...] = ("income", "balance", "cash_flow")
 
@@ -99,12 +101,12 @@ _NEEDS: dict[Statement, re.Pattern] = {
 }
 
 
+_OF_CAPTION: dict[re.Pattern, Statement] = {INCOME: "income", BALANCE: "balance", CASH_FLOW: "cash_flow"}
+
+
 def caption_statement(caption: re.Pattern) -> Statement | None:
     """The statement a lexicon metric's caption pattern (agent/tenk/lexicon.py) stands for."""
-    from agent.tenk.lexicon import BALANCE, CASH_FLOW, INCOME
-
-    kinds: dict[str, Statement] = {INCOME.pattern: "income", BALANCE.pattern: "balance", CASH_FLOW.pattern: "cash_flow"}
-    return kinds.get(caption.pattern)
+    return _OF_CAPTION.get(caption)
 
 
 def question_statements(question: str) -> list[Statement]:
