@@ -38,8 +38,11 @@ def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ct
     f, out = tmp_path / "night.txt", tmp_path / "night.jsonl"
     f.write_text("\n".join(QUESTIONS) + "\n")
     run = _cli("batch", "run", str(f), "--mode", "direct", "--out", str(out))
+    # each LLM call takes 0.5 s on the workers the command starts, so the Ctrl-C lands while questions are left:
+    # with instant calls the whole batch was seen to finish between the poll and the signal
+    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5")
     try:
-        proc = subprocess.Popen(run, env=_env(ctx), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(run, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline, batch_id = time.time() + 120, None
         while time.time() < deadline:  # Ctrl-C once some, not all, of the questions are answered
             batch_id = batch_id or batches.find(ctx, str(f.resolve()))
@@ -54,7 +57,7 @@ def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ct
         before = _jobs_of(ctx, batch_id)
         assert len(before) == len(QUESTIONS)
 
-        again = subprocess.run(run, env=_env(ctx), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(run, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr
         after = _jobs_of(ctx, batch_id)
         assert after.keys() == before.keys() and set(after.values()) == {"completed"}  # nothing ran twice
@@ -64,7 +67,7 @@ def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ct
         lines = QUESTIONS.copy()
         lines[3] = lines[3].replace("last quarter", "in the most recent quarter")
         f.write_text("\n".join(lines) + "\n")
-        edited = subprocess.run(run, env=_env(ctx), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        edited = subprocess.run(run, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert edited.returncode == 0, edited.stderr
         new_jobs = _jobs_of(ctx, batch_id).keys() - after.keys()
         assert len(new_jobs) == 1
