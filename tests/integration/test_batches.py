@@ -32,15 +32,17 @@ def _cli(*args: str) -> list[str]:
     return [*([str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli"]), *args]
 
 
-def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ctx, sample_corpus, tmp_path):
+def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ctx, sample_corpus, workers, tmp_path):
     from ops.workers import stop_workers
+
+    workers.stop()  # workers an earlier test left running would answer the batch at full speed beside the command's own
 
     f, out = tmp_path / "night.txt", tmp_path / "night.jsonl"
     f.write_text("\n".join(QUESTIONS) + "\n")
     run = _cli("batch", "run", str(f), "--mode", "direct", "--out", str(out))
-    # each LLM call takes 0.5 s on the workers the command starts, so the Ctrl-C lands while questions are left:
+    # one batch job at a time and 0.5 s per LLM call, so the Ctrl-C lands while questions are left:
     # with instant calls the whole batch was seen to finish between the poll and the signal
-    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5")
+    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5", FINAGENT_BATCH_CONCURRENCY="1")
     try:
         proc = subprocess.Popen(run, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline, batch_id = time.time() + 120, None
@@ -51,9 +53,10 @@ def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ct
                 break
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == 130 and "run the same command again" in " ".join(stderr.split())
+        stdout, stderr = proc.communicate(timeout=60)
         assert batch_id is not None
+        seen = f"exit {proc.returncode}, jobs {_jobs_of(ctx, batch_id)}\nstdout: {stdout}\nstderr: {stderr}"
+        assert proc.returncode == 130 and "run the same command again" in " ".join(stderr.split()), seen
         before = _jobs_of(ctx, batch_id)
         assert len(before) == len(QUESTIONS)
 

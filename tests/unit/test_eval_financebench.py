@@ -115,10 +115,10 @@ def test_pages_are_sorted_and_control_characters_become_spaces(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     (b"not gzip at all", "not a gzip-compressed JSONL pages file"),
-    (gzip.compress(b'{"page": 0}\n'), "line 1: not a page object"),
-    (gzip.compress(b'{"page": 0, "text": "a"}\n{"page": 0, "text": "b"}\n'), "page 0 appears twice"),
-    (gzip.compress(b"".join(b'{"page": %d, "text": "a"}\n' % i for i in range(4))), "more than 3 pages"),
-])
+    (gzip.compress(b'{"page": 0}\n', mtime=0), "line 1: not a page object"),
+    (gzip.compress(b'{"page": 0, "text": "a"}\n{"page": 0, "text": "b"}\n', mtime=0), "page 0 appears twice"),
+    (gzip.compress(b"".join(b'{"page": %d, "text": "a"}\n' % i for i in range(4)), mtime=0), "more than 3 pages"),
+], ids=["not-gzip", "not-a-page-object", "duplicate-page", "too-many-pages"])
 def test_bad_pages_files_are_refused_with_the_reason(tmp_path, content, message):
     path = tmp_path / "X.jsonl.gz"
     path.write_bytes(content)
