@@ -133,7 +133,7 @@ def filing_from_pages(path: Path, meta: FilingMeta, ticker: str, max_pages: int)
                      pages=pages)
 
 
-CHUNKING_VERSION = "4"  # part of a document's content hash: a change to page_chunks re-ingests every filing
+CHUNKING_VERSION = "5"  # part of a document's content hash: a change to page_chunks re-ingests every filing
 
 
 def _tidy(text: str) -> str:

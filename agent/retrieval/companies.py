@@ -7,6 +7,7 @@ from functools import lru_cache
 from importlib import resources
 
 from agent.models.corpus import Company
+from agent.retrieval.exchange_symbols import exchange_symbols
 
 
 @lru_cache
@@ -58,8 +59,12 @@ def derived_aliases(name: str) -> list[str]:
     return [a for a in dict.fromkeys(out) if a and a != name]
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9&]+", " ", _base_name(name).lower()).strip()
+def normalised_name(name: str) -> str:
+    """A company name without legal form, case or punctuation: 'Acme-Cola Co.' -> 'acme cola'."""
+    return re.sub(r"[^a-z0-9]+", " ", _base_name(name).lower().replace("&", " and ")).strip()
+
+
+_norm = normalised_name
 
 
 def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> Company | None:
@@ -76,7 +81,11 @@ def register_company(conn, name: str) -> str:
     (upper case, letters and digits) with derived aliases, for corpora that name companies but give no ticker."""
     companies = load_companies(conn)
     found = match_company(name, companies)
+    held = {s for c in companies for s in [c.ticker, *c.aliases]}  # a symbol another company holds stays theirs
+    symbols = [s for s in exchange_symbols(name) if s not in held]
     if found:
+        if symbols:  # registered before symbols were looked up
+            conn.execute("UPDATE companies SET aliases = aliases || %s WHERE ticker = %s", (symbols, found.ticker))
         return found.ticker
     key = re.sub(r"[^A-Z0-9]", "", _base_name(name).upper()) or "COMPANY"
     taken = {c.ticker for c in companies}
@@ -84,7 +93,7 @@ def register_company(conn, name: str) -> str:
     while ticker in taken:
         ticker, n = f"{key}{n}", n + 1
     conn.execute("INSERT INTO companies (ticker, name, aliases) VALUES (%s, %s, %s) ON CONFLICT (ticker) DO NOTHING",
-                 (ticker, name, derived_aliases(name)))
+                 (ticker, name, derived_aliases(name) + symbols))
     return ticker
 
 
@@ -98,15 +107,20 @@ def company_names(conn, tickers: list[str]) -> dict[str, str]:
     return {r["ticker"]: r["name"] for r in rows}
 
 
+def is_symbol(alias: str) -> bool:
+    """An alias that is an exchange symbol ("JPM"), matched in upper case only, unlike a name."""
+    return re.fullmatch(r"[A-Z]{1,5}", alias) is not None
+
+
 def find_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> list[str]:
     """Tickers mentioned in `text` by symbol ($ACME, ACME) or by name/alias, in order of appearance."""
     hits: list[tuple[int, str]] = []
     for c in companies:
-        patterns = [rf"\$?\b{re.escape(c.ticker)}\b"]
-        names = [c.name, *c.aliases]
-        patterns += [rf"(?<!\w){re.escape(n)}(?:'s)?(?!\w)" for n in names if len(n) >= 3]
-        for i, pattern in enumerate(patterns):
-            flags = 0 if i == 0 else re.IGNORECASE  # bare symbols must be upper case ("ON", "ALL")
+        symbols = [c.ticker, *(a for a in c.aliases if is_symbol(a))]
+        patterns = [(rf"\$?\b{re.escape(s)}\b", 0) for s in symbols]  # bare symbols must be upper case ("ON", "ALL")
+        names = [n for n in [c.name, *c.aliases] if len(n) >= 3 and not is_symbol(n)]
+        patterns += [(rf"(?<!\w){re.escape(n)}(?:'s)?(?!\w)", re.IGNORECASE) for n in names]
+        for pattern, flags in patterns:
             m = re.search(pattern, text, flags)
             if m:
                 hits.append((m.start(), c.ticker))
@@ -121,6 +135,6 @@ _NOT_TICKERS = {"Q1", "Q2", "Q3", "Q4", "FY", "CEO", "CFO", "EPS", "AI", "US", "
 
 def unknown_tickers(text: str, companies: list[Company] | tuple[Company, ...]) -> list[str]:
     """Ticker-like symbols ($ZZZQ, ZZZQ's) in `text` that no known company has."""
-    known = {c.ticker for c in companies}
+    known = {c.ticker for c in companies} | {a for c in companies for a in c.aliases if is_symbol(a)}
     found = re.findall(r"(?<![\w$])\$?([A-Z]{2,5})(?:'s)?(?![\w&])", text)
     return list(dict.fromkeys(t for t in found if t not in known and t not in _NOT_TICKERS))

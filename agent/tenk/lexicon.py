@@ -124,7 +124,8 @@ TOPICS: list[Topic] = [
        [_table("cost_of_sales"), _table("inventories"),
         _text("How are inventories valued and managed?", "inventory valuation inventories lower of cost turnover")],
        "inventory_turnover = cost of sales / average inventory", ("inventories", "cost_of_sales", "revenue")),
-    _t("sales_split", r"(split|break\s?down|mix|composition).{0,40}(product|categor)|\bby (product|categor)|each (product|categor)",
+    _t("sales_split", r"(split|break\s?down|mix|composition).{0,40}(product|categor)|\bby (product|categor)|each (product|categor)"
+                      r"|(product|service) (categor|lines?\b)|(%|percent(age)?|share) of (total |its |the )?(net )?(revenues?|sales)",
        [_table("revenue_by_category", ("7", "8")), _table("revenue"),
         _text("What drove the change in net sales?", "net sales increased decreased due primarily to higher net sales")],
        None, ("revenue", "business")),

@@ -24,7 +24,7 @@ _CAPTIONS: dict[Statement, re.Pattern] = {
     "income": re.compile(r"statements?of(consolidated)?(operations|income|earnings|loss)|incomestatements?"
                          r"|profitandlossaccount"),
     "balance": re.compile(r"balancesheets?|statements?of(consolidated)?financial(position|condition)"),
-    "cash_flow": re.compile(r"statements?of(consolidated)?cashflows?|cashflowstatements?"),
+    "cash_flow": re.compile(r"statements?of(consolidated)?cashflows?|cashflows?statements?"),
 }
 # a notes page quotes the captions ("Notes to Consolidated Balance Sheets"); so do an index and a report's prose
 # ("Index to Consolidated Financial Statements" is also many filings' running header, so an index is told by the
@@ -35,26 +35,62 @@ MIN_FIGURES = 30  # a statement page is a table: at least this many figures
 _FIGURE = re.compile(r"\(?\$?\s?\d[\d,]*(?:\.\d+)?\)?")
 
 
+# A caption is a heading. The same words also appear inside a sentence ("included in our consolidated balance
+# sheets"), qualified ("Selected Income Statement Data", "Supplemental Balance Sheet Information", "Off-balance sheet
+# arrangements", "Analysis of the Statements of Cash Flows") or describing a table that is not the statement
+# ("Statement of Income Location", "Balance Sheet Components").
+_LEAD_WORDS = re.compile(r"(?:\b(?:consolidated|combined|condensed)\s*)+$", re.I)
+_QUALIFIER = re.compile(r"\b(selected|summary|summari[sz]ed|supplemental|consolidating|comprehensive|quarterly|pro ?forma|"
+                        r"segment|off|analysis\W+of(\W+the)?)\W*$", re.I)
+_DESCRIPTOR = re.compile(r"\b(data|information|analysis|discussion|location|components?|line items?|impact|"
+                         r"classification|highlights)\b", re.I)
+
+
 def _letters(text: str, n: int) -> str:
     return re.sub(r"[^a-z]", "", text[: n * 3].lower())[:n]
+
+
+def _letters_at(text: str, n: int) -> tuple[str, list[int]]:
+    """The first n letters, lower case, and each one's index in the text."""
+    letters, at = [], []
+    for i, ch in enumerate(text[: n * 3]):
+        c = ch.lower()
+        if "a" <= c <= "z":
+            letters.append(c)
+            at.append(i)
+            if len(letters) == n:
+                break
+    return "".join(letters), at
 
 
 def figures(text: str) -> int:
     return len(_FIGURE.findall(text))
 
 
+def _is_heading(text: str, start: int, end: int) -> bool:
+    """Whether the caption at text[start:end] stands as a heading, not inside a sentence or a qualified title."""
+    before = _LEAD_WORDS.sub("", text[max(0, start - 160):start].rstrip()).rstrip(" \t:-–—|")
+    words = re.findall(r"[A-Za-z]+", before)
+    if words and words[-1].islower():  # a sentence runs into it, maybe from the line before
+        return False
+    if _QUALIFIER.search(before):
+        return False
+    rest = text[end:end + 80].split("\n", 1)[0]
+    return not _DESCRIPTOR.search(re.sub(r"\([^)]*\)?", " ", rest))  # "(except per share data)" is the units
+
+
 def page_statement(text: str) -> Statement | None:
-    """The primary statement a page holds, when its caption opens the page and the page is a table of figures."""
+    """The primary statement a page holds, when its caption heads the page and the page is a table of figures."""
     if figures(text) < MIN_FIGURES:
         return None
-    head = _letters(text, HEAD_LETTERS + 80)
-    found = [(m.start(), kind) for kind, pat in _CAPTIONS.items() if (m := pat.search(head)) and m.start() <= HEAD_LETTERS]
+    head, at = _letters_at(text, HEAD_LETTERS + 80)
+    found = [(m, kind) for kind, pat in _CAPTIONS.items() if (m := pat.search(head)) and m.start() <= HEAD_LETTERS]
     if len(found) != 1:  # none, or an index of the statements
         return None
-    start, kind = found[0]
-    if _NOT_A_STATEMENT.search(head[:start + 20]):
+    m, kind = found[0]
+    if _NOT_A_STATEMENT.search(head[:m.start() + 20]):
         return None
-    return kind
+    return kind if _is_heading(text, at[m.start()], at[m.end() - 1] + 1) else None
 
 
 def classify_pages(texts: list[str]) -> list[Statement | None]:
@@ -78,6 +114,7 @@ _NEEDS: dict[Statement, re.Pattern] = {
     "income": re.compile(
         r"income statements?|statements? of (consolidated )?(comprehensive )?(income|operations|earnings)|\bp&l\b|"
         r"profit and loss|revenues?|net sales|\bsales\b|top.?line|turnover ratio|cost of (goods|sales|revenues?)|\bcogs\b|"
+        r"capital.intensi|"
         r"gross (margin|profit)|operating (income|profit|margin|expenses?)|\bebit(da)?\b|income from operations|"
         r"interest expense|interest coverage|net (income|earnings|loss|profit)|profit margin|earnings per share|\beps\b|"
         r"effective tax rate|income tax|selling,? general|\bsg&a\b|research and development|\br&d\b|"

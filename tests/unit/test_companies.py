@@ -70,3 +70,25 @@ def test_unknown_ticker_like_symbols():
     assert unknown_tickers("Compare $QQQX and NVDA EPS in Q4 FY2024", companies) == ["QQQX"]
     assert unknown_tickers("How did NVDA's GAAP EBITDA and AI revenue grow?", companies) == []
     assert unknown_tickers("What is the best pizza topping?", companies) == []
+
+
+@pytest.mark.parametrize("name, symbols", [
+    ("Caterpillar Inc.", ["CAT"]),  # the SEC list that edgartools ships, offline
+    ("Caterpillar", ["CAT"]),
+    ("Deere & Company", ["DE"]),  # "&" and "and", legal form aside
+    ("American", []),  # the start of many registrants' names: ambiguous, so none
+    ("Zzyzx Widgets", []),
+])
+def test_a_company_known_by_name_gets_its_exchange_symbol(name, symbols):
+    from agent.retrieval.exchange_symbols import exchange_symbols
+
+    assert exchange_symbols(name) == symbols
+
+
+def test_a_symbol_alias_is_matched_in_upper_case_only_and_is_not_unknown():
+    from agent.retrieval.companies import unknown_tickers
+
+    registry = [Company(ticker="CATERPILLAR", name="Caterpillar", aliases=["CAT"])]
+    assert find_tickers("What did CAT report for machinery sales?", registry) == ["CATERPILLAR"]
+    assert find_tickers("the cat sat on the mat", registry) == []
+    assert unknown_tickers("What did CAT report?", registry) == []

@@ -21,6 +21,8 @@ def _table(caption: str, rows: int = 25, head: str = "Widgetco Holdings, Inc.\n"
     ("Consolidated Statements of Financial Position", "balance"),
     ("STATEMENTS OF CONSOLIDATED CASH FLOWS", "cash_flow"),
     ("Consolidated Statements of Cash Flows", "cash_flow"),
+    ("CASH FLOW S\nTATEMENTS", "cash_flow"),
+    ("WIDGETCO HOLDINGS AND\nSUBSIDIARIESCONSOLIDATED\nSTATEMENTS\nOF\nOPERATIONS(In millions, except per share data)", "income"),
 ])
 def test_a_captioned_table_is_its_statement(caption, kind):
     assert page_statement(_table(caption)) == kind
@@ -33,6 +35,22 @@ def test_a_caption_alone_or_quoted_is_not_a_statement():
     assert page_statement(_table("Segment information", head="")) is None
     prose = "Management's discussion. " * 40 + "CONSOLIDATED BALANCE SHEETS"  # a caption deep in the page
     assert page_statement(prose + _table("", head="")) is None
+
+
+@pytest.mark.parametrize("caption", [
+    "Amounts are recorded as other assets in our consolidated balance sheets and amortised.",  # a sentence
+    "the gains are presented on the consolidated\nstatements of income as other income",  # a sentence across lines
+    "TABLE 4: SELECTED INCOME STATEMENT DATA",
+    "NOTE 9. Supplemental Balance Sheet Information",
+    "Off-balance sheet arrangements and contractual obligations",
+    "ANALYSIS OF THE CONDENSED CONSOLIDATED STATEMENTS OF CASH FLOWS",
+    "Consolidated Statement of Operations Data:",
+    "Statement of Income Location of Hedging Gains",
+    "OTHER CONSOLIDATED BALANCE SHEET COMPONENTS",
+    "Condensed Consolidating Statement of Operations",
+])
+def test_a_caption_inside_a_sentence_or_a_qualified_title_is_not_a_statement(caption):
+    assert page_statement(_table(caption)) is None
 
 
 def test_a_statement_continues_onto_one_uncaptioned_page():
