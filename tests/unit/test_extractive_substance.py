@@ -129,3 +129,28 @@ def test_a_question_in_the_transcript_and_a_should_are_not_reported_results():
     assert "a question, not a statement" in problems("Was net interest margin 3.4% this quarter?", q, (2023, 2))
     assert is_forward_looking("Net interest income should increase modestly next year.")
     assert not is_forward_looking("We should note that revenue was $812 million.")
+
+
+@pytest.mark.parametrize("metric, sentence, stated", [
+    ("total deposits", "Total deposits were $14.2 billion at quarter end.", True),
+    ("total deposits", "Brokered deposits were 12% of total deposits.", False),  # a share, not the amount
+    ("revenue", "Services now make up 31% of our total revenue.", False),
+    ("loans", "The loan yield was 4.12% for the quarter.", False),  # another measure of loans
+    ("ebitda", "EBITDA was up a strong 9% versus last year.", False),  # a change, and a percent
+    ("operating margin", "Operating margin was 22.5% in the quarter.", True),
+    ("operating margin", "Operating margin was $410 million, we think.", False),  # an amount is not a margin
+    ("effective tax rate", "The effective tax rate was 19% for the quarter.", True),
+    ("occupancy", "Occupancy was 81% across the portfolio.", True),
+    ("revenue run rate", "Our revenue run rate now exceeds $3 billion.", True),  # "rate" alone does not say
+])
+def test_a_figure_of_the_wrong_kind_does_not_state_the_metric(metric, sentence, stated):
+    from agent.providers.llm.extractive_judge import metric_stems, states_metric, stems
+
+    words = metric_stems(metric)
+    assert states_metric(sentence, words, max(1, -(-2 * len(words) // 3))) is stated, stems(sentence)
+
+
+def test_a_change_question_takes_a_percent_of_an_amount_metric():
+    from agent.providers.llm.extractive_judge import metric_stems, states_metric
+
+    assert states_metric("Revenue grew 12% year over year.", metric_stems("revenue"), 1, change_ok=True)

@@ -80,6 +80,33 @@ def _is_level(toks: list[tuple[str, bool]], at: int) -> bool:
     return not (len(after) > skip and after[skip] in _CHANGE_AFTER)
 
 
+# The kind of figure a metric is stated in: a ratio in percent or basis points, an amount in currency. A percent next
+# to an amount metric is something else ("deposits grew 5%", "30% of revenue"); so is an amount next to a ratio.
+_RATIO = {stem(w) for w in """margin ratio yield return growth percentage percent occupancy utilization conversion
+    retention churn penetration comparable organic""".split()}
+_WEAK_RATIO = {stem("rate")}  # "tax rate" is a ratio, "revenue run rate" an amount
+_AMOUNT = {stem(w) for w in """revenue revenues sales income earnings ebitda loans deposits assets expenses profit
+    cash flow debt equity provision loss losses backlog bookings""".split()}
+_PERCENT_AFTER = {"percent", "percentage", "bps", "basi", "basis", "point"}
+
+
+def metric_kind(words: set[str]) -> str | None:
+    """'ratio', 'amount', or None when the metric's words do not say."""
+    if words & _RATIO or {"market", "share"} <= words:
+        return "ratio"
+    if words & _WEAK_RATIO:
+        return None if words & _AMOUNT else "ratio"
+    return "amount" if words & _AMOUNT else None
+
+
+def _is_percent(toks: list[tuple[str, bool]], at: int) -> bool:
+    return "%" in toks[at][0] or (at + 1 < len(toks) and toks[at + 1][0] in _PERCENT_AFTER)
+
+
+def _fits(toks: list[tuple[str, bool]], at: int, kind: str | None) -> bool:
+    return kind is None or _is_percent(toks, at) == (kind == "ratio")
+
+
 def _nearest(toks: list[tuple[str, bool]], figures: list[int], first: int, last: int, reach: int) -> list[int]:
     """The metric's own figures: those after it in the same clause ('<metric> was $X'), and one just before it
     ('$X of <metric>'); a figure further on, past a comma, belongs to something else."""
@@ -133,11 +160,12 @@ def names_metric(text: str, words: set[str], need: int) -> bool:
 
 
 def states_metric(text: str, words: set[str], need: int, reach: int = 8, change_ok: bool = False) -> bool:
-    """The metric's words stand together with a figure close by, before or after ('<metric> was $X', '$X of
-    <metric>'); a change ('up $X') counts only when the question asks for one."""
+    """The metric's words stand together with a figure of its kind close by, before or after ('<metric> was $X', '$X
+    of <metric>'); a change ('up $X') counts only when the question asks for one."""
     toks = _tokens(text)
     figures = [i for i, (_, fig) in enumerate(toks) if fig]
-    return any(change_ok or _is_level(toks, f)
+    kind = None if change_ok else metric_kind(words)  # a change of an amount is often a percent
+    return any((change_ok or _is_level(toks, f)) and _fits(toks, f, kind)
                for first, last in _runs(toks, words, need) for f in _nearest(toks, figures, first, last, reach))
 
 
