@@ -40,11 +40,12 @@ def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ct
     f, out = tmp_path / "night.txt", tmp_path / "night.jsonl"
     f.write_text("\n".join(QUESTIONS) + "\n")
     run = _cli("batch", "run", str(f), "--mode", "direct", "--out", str(out))
-    # one batch job at a time and 0.5 s per LLM call, so the Ctrl-C lands while questions are left:
-    # with instant calls the whole batch was seen to finish between the poll and the signal
-    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5", FINAGENT_BATCH_CONCURRENCY="1")
+    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5")  # 0.5 s per LLM call, so the Ctrl-C lands while questions are left
     try:
-        proc = subprocess.Popen(run, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Ctrl-C as a terminal delivers it: a test run started in the background of a non-interactive shell (as CI
+        # runs) ignores SIGINT, and a child inherits that, so the command would never see the signal
+        proc = subprocess.Popen(run, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline, batch_id = time.time() + 120, None
         while time.time() < deadline:  # Ctrl-C once some, not all, of the questions are answered
             batch_id = batch_id or batches.find(ctx, str(f.resolve()))
