@@ -7,8 +7,11 @@
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import re
+from pathlib import Path
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
@@ -46,12 +49,20 @@ def _words(text: str) -> set[str]:
     return stems(text)
 
 
+@functools.cache
+def _rules_version() -> str:
+    """A digest of the rule modules' source: the provider's outputs are a function of its inputs and these rules."""
+    here = Path(__file__).parent
+    rules = sorted([*here.glob("extractive*.py"), here / "lexicon.py", *(here.parent.parent / "tenk").glob("*.py")])
+    return hashlib.sha256(b"".join(p.read_bytes() for p in rules)).hexdigest()[:12]
+
+
 class ExtractiveProvider(ExtractiveTenKRoles):
     name = "extractive"
 
     @property
     def cache_namespace(self) -> str:
-        return "extractive:3"  # bump when the rules change, so answers cached under the old rules are not reused
+        return f"extractive:{_rules_version()}"  # answers cached under other rules are not reused
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
