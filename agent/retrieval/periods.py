@@ -36,6 +36,9 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [
     ("latest", re.compile(r"\b(?:latest|last|most\s+recent|recent|previous|this|current)\s+(?:fiscal\s+)?(?:quarter|earnings\s+call|call|quarterly\s+results)\b|\blatest\b", re.I)),
     ("last_year", re.compile(r"\b(?:last|latest|most\s+recent|previous)\s+(?:fiscal\s+)?year\b", re.I)),
     ("year", re.compile(r"\b(?:in|for|during|of)\s+((?:19|20)\d{2})\b", re.I)),
+    # a date ("as of August 30, 2023", "in March 2023"): the periods of its year
+    ("date", re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+                        r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+(?:\d{1,2}(?:st|nd|rd|th)?,?\s+)?((?:19|20)\d{2})\b", re.I)),
 ]
 
 
@@ -111,7 +114,7 @@ def _resolve_one(ref: str, avail: list[Period], ticker: str, out: Resolution) ->
                 return [target]
             out.problems.append(f"{target.label} is not available for {ticker} (available: {span})")
             return []
-        if kind in {"fiscal_year", "year"}:
+        if kind in {"fiscal_year", "year", "date"}:
             year = _year(m.group(1))
             hits = [p for p in avail if p.fiscal_year == year]
             if not hits:

@@ -32,6 +32,9 @@ DRI = [P(2020, 4), P(2021, 1), P(2021, 3), P(2021, 4), P(2022, 1), P(2022, 2)]  
         ("Revenue in FY2023 vs FY2022", ["FY2023", "FY2022"]),
         ("Trends over the Past 4 Quarters", ["Past 4 Quarters"]),  # case preserved
         ("What did they say about deposits?", []),
+        ("What cash did the spin-off raise, as of September 14, 2022?", ["September 14, 2022"]),
+        ("Headcount in Feb. 2021 and Q2 2021", ["Feb. 2021", "Q2 2021"]),
+        ("May we compare the two?", []),  # a month's name as a word
     ],
 )
 def test_find_time_refs_preserves_phrases(question, refs):
@@ -178,3 +181,9 @@ def test_last_zero_years_is_not_everything():
 
 def test_last_n_years():
     assert resolve(["past 2 years"], SNV, "SNV").periods == [P(2020, 2), P(2020, 4), P(2021, 1), P(2021, 2), P(2021, 3), P(2021, 4)]
+
+
+def test_a_date_resolves_to_the_periods_of_its_year():
+    avail = [Period(fiscal_year=2021), Period(fiscal_year=2022), Period(fiscal_year=2022, fiscal_quarter=3)]
+    res = resolve(["September 14, 2022"], avail, "ACME")
+    assert res.periods == [Period(fiscal_year=2022), Period(fiscal_year=2022, fiscal_quarter=3)] and not res.problems
