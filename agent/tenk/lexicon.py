@@ -140,6 +140,11 @@ TOPICS: list[Topic] = [
     _t("segments", r"\bsegments?\b", [_table("revenue_by_segment", ("7", "8")), _table("revenue"),
                                       _text("How did the segments perform?", "segment net sales operating income increased")],
        None, ("revenue",)),
+    _t("organic_growth", r"exclu\w*.{0,60}\b(fx|foreign exchange|currenc)|constant.currency|organic (growth|sales|revenue)|"
+                         r"comparable (sales|growth)|like.for.like|currency.neutral",
+       [_text("What was growth excluding currency and one-off items?",
+              "constant currency comparable growth organic sales excluding currency impact acquisitions divestitures")],
+       None, ("market_risk",)),
     _t("gross_margin", r"gross (margin|profit)",
        [_table("revenue"), _table("cost_of_sales"),
         _text("What drove the gross margin?", "gross margin percentage increased decreased due to")],

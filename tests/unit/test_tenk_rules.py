@@ -268,3 +268,15 @@ def test_two_calculations_and_a_market_platform_split():
     both = plan.model_copy(update={"calculation": "inventory_turnover = x; gross_margin = y"})
     ev, _ = LLM.evaluate_10k(TenKEvaluateRequest(question=q, plan=both, answer=text, evidence=evidence))
     assert any(m.startswith("Calculation inventory_turnover not computed") for m in ev.missing_info)
+
+
+@pytest.mark.parametrize("question, found", [
+    ("What was net sales growth excluding foreign currency effects in fiscal 2021?", True),
+    ("How did organic revenue grow last year?", True),
+    ("What were comparable sales in the holiday quarter?", True),
+    ("What was the impact of foreign exchange on net sales?", False),  # the currency effect itself, not growth without it
+])
+def test_growth_without_currency_and_one_offs_is_its_own_topic(question, found):
+    from agent.tenk.rules import matching_topics
+
+    assert ("organic_growth" in [t.name for t in matching_topics(question)]) is found
