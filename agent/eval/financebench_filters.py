@@ -64,5 +64,18 @@ def planner_filter(ctx: Context, question: str) -> PlannerFilter:
         if periods and asks_outlook(question):  # a year's outlook is given in the filings of the year before it
             years = {p.fiscal_year - 1 for p in periods}
             periods += [p for p in avail if p.fiscal_year in years and p not in periods]
+        else:
+            periods = later_year_covers(periods)
         out.scopes.append(CompanyScope(ticker=ticker, periods=periods))
     return out
+
+
+def later_year_covers(periods: list[Period]) -> list[Period]:
+    """A comparison of two consecutive fiscal years is reported in the later year's annual filing, which gives the
+    year before as its comparative: search that filing, not the earlier year's too (whose own comparative is
+    another year still). Anything else is left as it is."""
+    years = sorted({p.fiscal_year for p in periods})
+    annual = {p.fiscal_year for p in periods if not p.fiscal_quarter}
+    if len(years) == 2 and years[1] - years[0] == 1 and years[1] in annual:
+        return [p for p in periods if p.fiscal_year == years[1]]
+    return periods

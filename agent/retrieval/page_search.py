@@ -35,12 +35,13 @@ def ranked_pages(hits: list[SearchHit]) -> list[PageKey]:
     return list(dict.fromkeys((h.document_id or 0, h.page) for h in hits))
 
 
-def fuse(page_lists: list[list[PageKey]]) -> list[PageKey]:
+def fuse(page_lists: list[list[PageKey]], weights: list[float] | None = None) -> list[PageKey]:
     """Reciprocal-rank fusion; ties keep the first list's order."""
     scores: dict[PageKey, float] = defaultdict(float)
-    for pages in page_lists:
+    for i, pages in enumerate(page_lists):
+        w = weights[i] if weights else 1.0
         for rank, page in enumerate(pages, 1):
-            scores[page] += 1.0 / (RRF_K + rank)
+            scores[page] += w / (RRF_K + rank)
     return sorted(scores, key=lambda p: -scores[p])
 
 
@@ -121,7 +122,16 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
                                       mode=side, keyword_candidates=keyword_candidates)
             hits.sort(key=lambda h: -h.score)
             lists.append(ranked_pages(hits))
+    # the question's own lists weigh as much as all its phrases' together: the phrases are general vocabulary for
+    # its topics, the question names what is asked
+    weights = [float(max(1, len(phrases) - 1)) if i < len(sides) else 1.0 for i in range(len(lists))]
     # the documents come from the question's own lists: it names the company and the period, a lexicon phrase
     # ("total current assets consolidated balance sheets") matches every filing alike
     documents = documents_by_pages(fuse(lists[:len(sides)]))
-    return statements_first(pool, fuse(lists), statements or [], scopes, documents)
+    if not scopes and len(sides) > 1:
+        # a shared store: a keyword match in another company's filing is mostly noise (the same line items and
+        # captions are in every filing), so the keyword lists keep the likeliest documents' pages only
+        likeliest = set(documents[:STATEMENT_DOCS])
+        lists = [[p for p in pages if p[0] in likeliest] if sides[i % len(sides)] == "keyword" else pages
+                 for i, pages in enumerate(lists)]
+    return statements_first(pool, fuse(lists, weights), statements or [], scopes, documents)

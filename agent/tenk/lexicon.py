@@ -181,6 +181,10 @@ TOPICS: list[Topic] = [
        [_table("long_term_debt"), _table("cash"),
         _text("What does management say about liquidity and debt?", "liquidity capital resources debt notes")]),
     _t("balance_sheet", r"balance sheet|total assets", [_table("total_assets"), _table("cash")]),
+    # what shareholders would get if the company were wound up: its book value
+    _t("book_value", r"book value|net asset value|liquidat\w*.{0,80}(shareholders?|stockholders?)|each (shareholder|share)\b.{0,30}\bget",
+       [_text("What is the book value per share?", "book value per share bvps tangible book value per share tbvps common equity",
+              ("7", "8"))]),
     _t("legal", r"\blegal\b|litigation|lawsuits?|\bsued\b|court|proceedings|contingenc",
        [_text("What legal proceedings and contingencies does the company report?",
               "legal proceedings litigation lawsuits claims contingencies", ("3", "8"))]),
