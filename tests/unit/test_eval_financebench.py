@@ -295,3 +295,24 @@ def test_documents_rank_by_all_their_pages_not_one_stray_page():
     fused = [(7, 1), (3, 10), (3, 11), (3, 12), (3, 13), (9, 4)]  # document 7 has the best page, 3 has four
     assert documents_by_pages(fused) == [3, 7, 9]
     assert documents_by_pages(fused, depth=1) == [7, 3, 9]  # beyond the depth, first appearance
+
+
+def test_a_weighted_list_counts_as_that_many_lists():
+    from agent.retrieval.page_search import fuse
+
+    question, phrase_a, phrase_b = [(1, 1), (1, 2)], [(1, 2), (1, 3)], [(1, 3), (1, 2)]
+    assert fuse([question, phrase_a, phrase_b])[0] == (1, 2)  # two phrases outvote the question
+    assert fuse([question, phrase_a, phrase_b], [2.0, 1.0, 1.0])[0] == (1, 2)
+    assert fuse([question, [(1, 3)], [(1, 3)]], [2.0, 1.0, 1.0])[0] == (1, 1)  # as much as both phrases together
+
+
+@pytest.mark.parametrize("years, quarter_of_later, kept", [
+    ((2021, 2022), 0, {2022}),  # the later 10-K gives the earlier year as its comparative
+    ((2020, 2022), 0, {2020, 2022}),  # not consecutive: both filings
+    ((2022, 2023), 2, {2022, 2023}),  # the later year has no annual filing in scope
+])
+def test_a_comparison_of_consecutive_years_searches_the_later_annual_filing(years, quarter_of_later, kept):
+    from agent.eval.financebench_filters import later_year_covers
+
+    periods = [Period(fiscal_year=years[0]), Period(fiscal_year=years[1], fiscal_quarter=quarter_of_later)]
+    assert {p.fiscal_year for p in later_year_covers(periods)} == kept
