@@ -19,9 +19,13 @@ def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = 
                        or strategy == "transcripts_first_fallback")
     use_10k = plan.needs_10k or "10k" in plan.data_sources or strategy == "10k_first"
     for ticker in plan.tickers:
+        filings_instead = False
         if use_transcripts:
             avail = availability.transcripts.get(ticker, [])
-            if not avail:
+            if not avail and not use_10k and availability.tenk.get(ticker):
+                filings_instead = True  # a company with filings and no calls is answered from its filings
+                sp.problems.append(f"no earnings-call transcripts are ingested for {ticker}; searching its filings")
+            elif not avail:
                 sp.problems.append(f"no earnings-call transcripts are ingested for {ticker}")
             else:
                 res = resolve(refs, avail, ticker, default_latest=1 if plan.answer_mode == "direct" else min(3, len(avail)))
@@ -34,7 +38,7 @@ def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = 
                 keys = sorted(set(keys) | set(before), key=lambda k: Period.parse_key(k))
                 if keys:
                     sp.transcripts.append(TickerPeriods(ticker=ticker, periods=keys))
-        if use_10k:
+        if use_10k or filings_instead:
             years = availability.tenk.get(ticker, [])
             if not years:
                 sp.problems.append(f"no 10-K filing is ingested for {ticker}")

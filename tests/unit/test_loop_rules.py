@@ -24,7 +24,7 @@ from agent.pipeline.scopes import MAX_EVAL_SCOPES, evaluation_scopes, group_by_s
 from agent.pipeline.search_plan import plan_search, search_specs
 from agent.settings import PhaseLimits
 from agent.work.answering import fit_budget
-from tests.unit.machine_driver import AVAILABILITY, SETTINGS, answer, evaluation, plan
+from tests.unit.machine_driver import AVAILABILITY, SETTINGS, answer, evaluation, plan, quarters
 
 # ----- keys -----
 
@@ -276,3 +276,14 @@ def test_compression_keeps_the_newest_evidence_and_lists_what_it_summarised():
     packed = compress(old + new, max_tokens=1000)  # 4,000 characters: four passages
     assert sorted(e.chunk_id for e in packed.kept) == [1, 6, 7, 8]  # the newest, then the best of the older
     assert packed.summarised == [f"transcript:{i}" for i in (2, 3, 4, 5)] and packed.summary.startswith("4 lower-ranked")
+
+
+def test_a_company_with_filings_and_no_calls_is_searched_in_its_filings():
+    from agent.pipeline.inputs import Availability
+
+    filings_only = Availability(transcripts={}, tenk={"ACME": quarters("FY2024")}, names={"ACME": "Acme Corp"})
+    sp = plan_search(plan(time_refs=["fiscal 2024"]), filings_only)
+    assert sp.transcripts == [] and sp.tenk == [TickerPeriods(ticker="ACME", periods=["FY2024"])]
+    assert sp.problems == ["no earnings-call transcripts are ingested for ACME; searching its filings"]
+    nothing = Availability(transcripts={}, tenk={}, names={"ACME": "Acme Corp"})
+    assert plan_search(plan(), nothing).problems == ["no earnings-call transcripts are ingested for ACME"]
