@@ -160,8 +160,8 @@ with the `{report.embedder}` embedder and the default (`extractive`) planner. Ho
   (income statement, balance sheet, cash flow statement) by a caption heading the page (matched on its letters
   alone, as PDF extraction splits words; not inside a sentence, not qualified as "selected", "supplemental" or
   "off-balance sheet", not followed by "data" or "information") and by being a table of figures, or as a one-page
-  continuation of one. A
-  question's line items and ratios name the statements they are reported on (general statement vocabulary:
+  continuation of one. A question's line items and ratios name the statements they are reported on (general
+  statement vocabulary:
   "quick ratio" needs the balance sheet, "capex" the cash flow statement); those statement pages of the first two
   documents lead the list, at most three per statement of the first and two of the second, best ranked first.
   Documents rank by all their pages among the first 50 of the question's own lists (reciprocal ranks summed; the
@@ -174,9 +174,8 @@ with the `{report.embedder}` embedder and the default (`extractive`) planner. Ho
   the year before, whose filings give that outlook; a comparison of two consecutive fiscal years searches the
   later year's annual filing, which reports the year before as its comparative; a date counts as its year); never
   the gold document. A company the store knows by name alone is also found by its exchange symbol, from the SEC
-  ticker list edgartools ships. A question
-  with no known company searches the whole store. *Shared*: one store of every filing, no filter (the FinanceBench
-  paper's hard setting).
+  ticker list edgartools ships. A question with no known company searches the whole store. *Shared*: one store of
+  every filing, no filter (the FinanceBench paper's hard setting).
 
 {report.evaluated} of {report.questions} questions evaluated; skipped: {skipped}.
 

@@ -7,7 +7,6 @@ from functools import lru_cache
 from importlib import resources
 
 from agent.models.corpus import Company
-from agent.retrieval.exchange_symbols import exchange_symbols
 
 
 @lru_cache
@@ -64,14 +63,12 @@ def normalised_name(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", _base_name(name).lower().replace("&", " and ")).strip()
 
 
-_norm = normalised_name
-
 
 def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> Company | None:
     """The registered company that `name` is (its name or an alias, legal form and punctuation aside)."""
-    want = _norm(name)
+    want = normalised_name(name)
     for c in companies:
-        if want in {_norm(n) for n in [c.name, *c.aliases]}:
+        if want in {normalised_name(n) for n in [c.name, *c.aliases]}:
             return c
     return None
 
@@ -79,6 +76,8 @@ def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> 
 def register_company(conn, name: str) -> str:
     """The ticker of the company called `name`: a registered one it matches, or a new entry keyed by its name
     (upper case, letters and digits) with derived aliases, for corpora that name companies but give no ticker."""
+    from agent.retrieval.exchange_symbols import exchange_symbols  # it normalises names with this module's rules
+
     companies = load_companies(conn)
     found = match_company(name, companies)
     held = {s for c in companies for s in [c.ticker, *c.aliases]}  # a symbol another company holds stays theirs

@@ -11,14 +11,14 @@ import logging
 import re
 from collections import defaultdict
 
+from agent.retrieval.companies import normalised_name
+
 log = logging.getLogger(__name__)
 
 
 @functools.cache
 def _registrants() -> dict[str, dict[str, list[str]]]:
     """normalised name -> {cik: [symbols]}"""
-    from agent.retrieval.companies import normalised_name
-
     try:
         from edgar.reference.tickers import load_company_tickers_from_package
 
@@ -26,9 +26,9 @@ def _registrants() -> dict[str, dict[str, list[str]]]:
     except Exception as exc:  # edgartools missing or its data unreadable: the registry simply gets no symbols
         log.warning("no SEC ticker list: %s", exc)
         return {}
-    out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     if table is None:
         return {}
+    out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for cik, ticker, name in zip(table["cik"], table["ticker"], table["company"]):
         if isinstance(ticker, str) and isinstance(name, str) and ticker.isascii():
             out[normalised_name(name)][str(cik)].append(ticker.upper())
@@ -36,8 +36,6 @@ def _registrants() -> dict[str, dict[str, list[str]]]:
 
 
 def exchange_symbols(name: str) -> list[str]:
-    from agent.retrieval.companies import normalised_name
-
     want = normalised_name(name)
     if not want:
         return []

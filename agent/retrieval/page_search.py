@@ -109,11 +109,14 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
     """Pages of the filings for the phrases (the question first), best first. `scopes`: one filter per company (each
     searched on its own, as the search service does), or None for the whole store. `embed(text)` gives a query
     vector. `statements`: the primary statements the question needs (agent/tenk/statements.py), put first."""
-    lists = []
     # hybrid: the vector and the keyword page lists of each phrase, fused by rank like the phrases (RRF), or one
     # hybrid_search per phrase whose chunk scores mix both sides by weight
     sides: list[Mode] = ["semantic", "keyword"] if mode == "hybrid" and RANK_FUSION else [mode]
-    for phrase in phrases:
+    # the question's own lists weigh as much as all its phrases' together: the phrases are general vocabulary for
+    # its topics, the question names what is asked
+    question_weight = float(max(1, len(phrases) - 1))
+    runs: list[tuple[Mode, float, list[PageKey]]] = []  # (side, weight, pages) per phrase and side
+    for n, phrase in enumerate(phrases):
         vec = embed(phrase)
         for side in sides:
             hits: list[SearchHit] = []
@@ -121,17 +124,14 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
                 hits += hybrid_search(pool, phrase, vec, filters, "10k", CHUNKS_PER_SEARCH, semantic_weight, keyword_weight,
                                       mode=side, keyword_candidates=keyword_candidates)
             hits.sort(key=lambda h: -h.score)
-            lists.append(ranked_pages(hits))
-    # the question's own lists weigh as much as all its phrases' together: the phrases are general vocabulary for
-    # its topics, the question names what is asked
-    weights = [float(max(1, len(phrases) - 1)) if i < len(sides) else 1.0 for i in range(len(lists))]
+            runs.append((side, question_weight if n == 0 else 1.0, ranked_pages(hits)))
     # the documents come from the question's own lists: it names the company and the period, a lexicon phrase
     # ("total current assets consolidated balance sheets") matches every filing alike
-    documents = documents_by_pages(fuse(lists[:len(sides)]))
+    documents = documents_by_pages(fuse([pages for _, _, pages in runs[:len(sides)]]))
     if not scopes and len(sides) > 1:
         # a shared store: a keyword match in another company's filing is mostly noise (the same line items and
         # captions are in every filing), so the keyword lists keep the likeliest documents' pages only
         likeliest = set(documents[:STATEMENT_DOCS])
-        lists = [[p for p in pages if p[0] in likeliest] if sides[i % len(sides)] == "keyword" else pages
-                 for i, pages in enumerate(lists)]
-    return statements_first(pool, fuse(lists, weights), statements or [], scopes, documents)
+        runs = [(side, w, [p for p in pages if p[0] in likeliest] if side == "keyword" else pages) for side, w, pages in runs]
+    fused = fuse([pages for _, _, pages in runs], [w for _, w, _ in runs])
+    return statements_first(pool, fused, statements or [], scopes, documents)

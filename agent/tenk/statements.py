@@ -46,10 +46,6 @@ _DESCRIPTOR = re.compile(r"\b(data|information|analysis|discussion|location|comp
                          r"classification|highlights)\b", re.I)
 
 
-def _letters(text: str, n: int) -> str:
-    return re.sub(r"[^a-z]", "", text[: n * 3].lower())[:n]
-
-
 def _letters_at(text: str, n: int) -> tuple[str, list[int]]:
     """The first n letters, lower case, and each one's index in the text."""
     letters, at = [], []
@@ -101,7 +97,7 @@ def classify_pages(texts: list[str]) -> list[Statement | None]:
     for i, text in enumerate(texts):
         kind = page_statement(text)
         if kind is None and i and out[i - 1] and (i < 2 or out[i - 2] != out[i - 1]) and figures(text) >= MIN_FIGURES:
-            head = _letters(text, HEAD_LETTERS)
+            head, _ = _letters_at(text, HEAD_LETTERS)
             if not _NOT_A_STATEMENT.search(head) and not any(p.search(head) for p in _CAPTIONS.values()):
                 kind = out[i - 1]
         out.append(kind)
