@@ -150,9 +150,9 @@ with the `{report.embedder}` embedder and the default (`extractive`) planner. Ho
 - A search's pages rank by their best chunk; the lists of every phrase are fused by reciprocal rank, the
   question's own lists weighing as much as all its phrases' together (the phrases are general vocabulary for its
   topics; the question names what is asked). *Vector* and *keyword* rank by one side alone; *hybrid* fuses each
-  phrase's vector and keyword page lists by reciprocal rank. In the shared store hybrid's keyword lists keep the
-  pages of the two likeliest documents only: the same captions and line items are in every filing, so a keyword
-  match in another company's filing is mostly noise.
+  phrase's vector and keyword page lists by reciprocal rank. In the shared store hybrid's keyword lists keep only
+  the pages of documents the question's own vector search reached: the same captions and line items are in every
+  filing, so a keyword match in a filing the question's meaning never came near is mostly noise.
   Keyword ranking weighs words by their rarity in the search's scope: `ts_rank_cd` over the words held by at most
   30% of the scope's chunks, times the summed IDF of those a chunk holds (`agent/retrieval/hybrid.py`), so a company
   name or a line item counts for more than "revenue" or a fiscal year.

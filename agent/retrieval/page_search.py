@@ -45,6 +45,12 @@ def fuse(page_lists: list[list[PageKey]], weights: list[float] | None = None) ->
     return sorted(scores, key=lambda p: -scores[p])
 
 
+def within(pages: list[PageKey], reached: list[PageKey]) -> list[PageKey]:
+    """The pages of `pages` whose documents `reached` holds a page of, in their order."""
+    docs = {doc for doc, _ in reached}
+    return [p for p in pages if p[0] in docs]
+
+
 def statement_pages(pool, documents: list[int], statements: list[str]) -> dict[int, list[tuple[int, str]]]:
     """document -> its (page, statement) pages of the given statements, in page order."""
     out: dict[int, list[tuple[int, str]]] = defaultdict(list)
@@ -130,8 +136,9 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
     documents = documents_by_pages(fuse([pages for _, _, pages in runs[:len(sides)]]))
     if not scopes and len(sides) > 1:
         # a shared store: a keyword match in another company's filing is mostly noise (the same line items and
-        # captions are in every filing), so the keyword lists keep the likeliest documents' pages only
-        likeliest = set(documents[:STATEMENT_DOCS])
-        runs = [(side, w, [p for p in pages if p[0] in likeliest] if side == "keyword" else pages) for side, w, pages in runs]
+        # captions are in every filing), so the keyword lists keep the pages of documents the question's own vector
+        # search reached. Not the fused ranking's first documents: that sums pages, and a long filing of the right
+        # company outranks the short release that answers the question.
+        runs = [(side, w, within(pages, runs[0][2]) if side == "keyword" else pages) for side, w, pages in runs]
     fused = fuse([pages for _, _, pages in runs], [w for _, w, _ in runs])
     return statements_first(pool, fused, statements or [], scopes, documents)

@@ -306,6 +306,15 @@ def test_a_weighted_list_counts_as_that_many_lists():
     assert fuse([question, [(1, 3)], [(1, 3)]], [2.0, 1.0, 1.0])[0] == (1, 1)  # as much as both phrases together
 
 
+def test_shared_store_keyword_pages_keep_only_documents_the_vector_search_reached():
+    from agent.retrieval.page_search import within
+
+    keyword = [(5, 1), (2, 9), (8, 3), (2, 4)]  # document 5 and 8: a caption every filing has
+    vector = [(2, 1), (6, 7)]
+    assert within(keyword, vector) == [(2, 9), (2, 4)]
+    assert within(keyword, []) == []
+
+
 @pytest.mark.parametrize("years, quarter_of_later, kept", [
     ((2021, 2022), 0, {2022}),  # the later 10-K gives the earlier year as its comparative
     ((2020, 2022), 0, {2020, 2022}),  # not consecutive: both filings

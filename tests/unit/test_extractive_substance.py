@@ -127,6 +127,8 @@ def test_another_measure_built_on_the_metric_is_not_the_metric():
 def test_a_question_in_the_transcript_and_a_should_are_not_reported_results():
     q = "What was ACME's net interest margin in Q2 2023?"
     assert "a question, not a statement" in problems("Was net interest margin 3.4% this quarter?", q, (2023, 2))
+    assert "a hypothetical, not a reported figure" in problems("If the margin ran at 3%, we would still earn our dividend.", q, (2023, 2))
+    assert not problems("Net interest margin was 3.4%, even if deposit costs rise.", q, (2023, 2))
     assert is_forward_looking("Net interest income should increase modestly next year.")
     assert not is_forward_looking("We should note that revenue was $812 million.")
 
@@ -136,6 +138,12 @@ def test_a_question_in_the_transcript_and_a_should_are_not_reported_results():
     ("total deposits", "Brokered deposits were 12% of total deposits.", False),  # a share, not the amount
     ("revenue", "Services now make up 31% of our total revenue.", False),
     ("loans", "The loan yield was 4.12% for the quarter.", False),  # another measure of loans
+    ("loans", "Mortgage loan originations reached $2.4 billion in the quarter.", False),  # a flow, not the balance
+    ("loans", "Loan production was a record $1.8 billion.", False),
+    ("sales", "Unit volumes rose and comparable sales increased 4.1%, with average check of $21.50 and sales per store"
+              " of $1.3 million.", False),  # a comparable-unit rate, a per-unit amount
+    ("revenue", "Shops averaged $58,000 and same-store sales fell 3.2%.", False),  # the $ belongs to another clause
+    ("revenue", "We delivered $640 million in total revenue this quarter.", True),
     ("ebitda", "EBITDA was up a strong 9% versus last year.", False),  # a change, and a percent
     ("operating margin", "Operating margin was 22.5% in the quarter.", True),
     ("operating margin", "Operating margin was $410 million, we think.", False),  # an amount is not a margin

@@ -40,6 +40,9 @@ from agent.models.research import Citation
     ("We saw an increase in core deposits of $2 billion this quarter.", []),  # a change in the metric
     ("Other operating income was $9 million in the quarter.", []),  # a part of it
     ("Excluding one-time items, revenue was $500 million.", []),  # a variant
+    ("Plant level gross margin was 31.2% in the quarter.", []),  # a level below the company
+    ("We granted relief on about 450 loans totaling $88 million.", []),  # a count of loans, not the balance
+    ("Total loans were $4.1 billion at quarter end.", [("loans", "$4.1 billion")]),
     ("Net charge-offs were 0.21% of loans, compared with net charge-offs of 0.40% a year ago.", [("net charge-offs", "0.21%")]),
 ])
 def test_facts_in_sentence(sentence, expected):

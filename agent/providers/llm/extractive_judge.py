@@ -21,6 +21,7 @@ from agent.providers.llm.lexicon import (
 )
 from agent.text import content_words, numbers, stem
 
+_HYPOTHETICAL = re.compile(r"^\W*(?:if|suppose|imagine|say)\b", re.I)  # 'if you're running at 50% occupancy, ...'
 _SEGMENT_LABEL = re.compile(r"^([A-Z][\w&\-]*(?:\s+[A-Z][\w&\-]*)*):\s")
 _SCOPE = re.compile(r":(\d{4})_q([1-4])$")
 _LABEL = re.compile(r"^Q([1-4]) (\d{4})$")
@@ -113,9 +114,13 @@ def _nearest(toks: list[tuple[str, bool]], figures: list[int], first: int, last:
     stop = next((i for i in range(last + 2, len(toks)) if toks[i][0] in _BREAK), len(toks))
     out = [f for f in figures if last < f <= min(last + reach, stop)]
     before = next((f for f in reversed(figures) if first - 4 <= f < first), None)
-    if before is not None and not any(toks[i][0] in _BREAK for i in range(before, first)):
+    # '$X of <metric>', '$X in total <metric>'; not '$X and the <metric>', whose figure is another clause's
+    if before is not None and all(toks[i][0] in _JOINS for i in range(before + 1, first)):
         out.append(before)
     return out
+
+
+_JOINS = _FILLERS | _SCALE_WORDS | {"in", "basi", "point"}
 
 
 def _runs(toks: list[tuple[str, bool]], words: set[str], need: int) -> list[tuple[int, int]]:
@@ -139,6 +144,11 @@ def _runs(toks: list[tuple[str, bool]], words: set[str], need: int) -> list[tupl
 # metric ('net interest' + 'income' is not 'net interest margin')
 _HEADS = {stem(w) for w in """income margin expense expenses revenue revenues sales ratio rate yield loss losses assets
     deposits loans earnings cost costs profit cash flow capital equity debt spread""".split()}
+# nouns that turn a metric into another measure of it: a flow ('loan production'), a change, a pipeline
+_MEASURES_OF = {stem(w) for w in """production originations origination pipeline commitments growth mix count
+    beta""".split()}
+# a comparable-unit measure ('same-store sales', 'comparable sales') is a growth rate, not the company's total
+_COMPARABLE = re.compile(r"^(?:same-\w+|comparable|comp|like-for-like)$")
 
 
 def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[str]) -> bool:
@@ -148,10 +158,12 @@ def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[s
     partial = {w for w, _ in toks[first:last + 1]} & words != words
     if partial and after and after[0] in _HEADS and after[0] not in words:
         return True
+    if after and after[0] in (_HEADS | _MEASURES_OF) - words and after[0] not in _FILLERS:
+        return True
     if after[:1] == ["per"] and (len(after) < 2 or after[1] not in words):
         return True
     before = toks[first - 1][0] if first else ""
-    return before.endswith("-level") or before == "level"
+    return before.endswith("-level") or before == "level" or bool(_COMPARABLE.match(before))
 
 
 def names_metric(text: str, words: set[str], need: int) -> bool:
@@ -223,6 +235,8 @@ def problems(text: str, question: str, period: tuple[int, int] | None) -> list[s
             found.append(f"about {named}, not Q{period[1]} {period[0]}")
     if text.rstrip().endswith("?"):
         found.append("a question, not a statement")
+    if _HYPOTHETICAL.match(text):
+        found.append("a hypothetical, not a reported figure")
     label = _SEGMENT_LABEL.match(text)
     if label and not stems(label.group(1)) <= stems(question):
         found.append(f"a figure for {label.group(1)}, not the total")
