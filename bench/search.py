@@ -122,6 +122,50 @@ def measure(ctx, queries: list[str], vecs, filters: list, label: str, n_exact: i
     return out, ids["exact_"]
 
 
+# --- rare exact terms --------------------------------------------------------------------------
+
+RARE_TERMS = 30  # queries per size
+RARE_MAX_DOCS = 5  # a rare term is held by at most this many chunks
+RARE_SUFFIXES = ("outlook", "guidance", "trends")  # a common word beside it, as an analyst would type it
+
+
+def rare_terms(ctx, n: int = RARE_TERMS) -> list[tuple[str, set[int]]]:
+    """(term, ids of the chunks holding it) for up to `n` words held by 1..RARE_MAX_DOCS chunks, spread over the
+    alphabet, each a word whose own stem is itself (so the query finds exactly those chunks)."""
+    with ctx.pool.connection() as conn:
+        words = [r["word"] for r in conn.execute(
+            "SELECT word FROM ts_stat('SELECT tsv FROM transcript_chunks') WHERE ndoc BETWEEN 1 AND %s"
+            " AND word ~ '^[a-z][a-z0-9]{3,}$' AND plainto_tsquery('english', word)::text = quote_literal(word)"
+            " ORDER BY md5(word)", (RARE_MAX_DOCS,))][: n * 3]
+        out = []
+        for word in words:
+            ids = {r["id"] for r in conn.execute("SELECT id FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)", (word,))}
+            if ids:
+                out.append((word, ids))
+            if len(out) == n:
+                break
+    return out
+
+
+def rare_term_recall(ctx, embedder, label: str) -> dict:
+    """For queries of one rare word and a common one: is a chunk holding the rare word in the top 15 of the
+    keyword-only search, and of the default hybrid search?"""
+    from agent.retrieval.hybrid import hybrid_search
+
+    terms = rare_terms(ctx)
+    found = {"keyword": 0, "hybrid": 0}
+    for i, (word, ids) in enumerate(terms):
+        query = f"{word} {RARE_SUFFIXES[i % len(RARE_SUFFIXES)]}"
+        vec = embedder.embed_query(query)
+        for mode, name in (("keyword", "keyword"), ("hybrid", "hybrid")):
+            hits = hybrid_search(ctx.pool, query, vec, None, top_k=TOP_K, mode=mode)
+            found[name] += any(h.chunk_id in ids for h in hits)
+    n = max(1, len(terms))
+    return {f"rare_term_queries_{label}": len(terms),
+            f"rare_term_keyword_recall_at_15_{label}": round(found["keyword"] / n, 3),
+            f"rare_term_hybrid_recall_at_15_{label}": round(found["hybrid"] / n, 3)}
+
+
 # --- ingestion through the real path ----------------------------------------------------------
 
 def measure_ingest(ctx, files: list[Path]) -> dict:
@@ -177,6 +221,8 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
             say(f"measuring {len(search_variants.VARIANTS)} prototype variants at {label}")
             k = min(n, VARIANT_QUERIES)
             out["variants"] = search_variants.run_variants(ctx, queries[:k], vecs[:k], exact_ids[:k], common.percentile, recall)
+        say(f"rare-term queries at {label}")
+        out |= rare_term_recall(ctx, embedder if args.embedder == "minilm" else ctx, label)
         added, rate = common.indexed_insert(ctx, gen, embedder)
         have += added
         out[f"indexed_insert_chunks_per_s_{label}"] = round(rate, 1)
@@ -202,7 +248,8 @@ PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"
 PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share",
             "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
-            "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s"]
+            "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s",
+            "rare_term_queries", "rare_term_keyword_recall_at_15", "rare_term_hybrid_recall_at_15"]
 ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5", "ingest_chunks_per_s", "ingest_chunks",
         "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
         "load_avg_1m_start", "load_avg_1m_end", "pgvector", "seconds"]
@@ -246,7 +293,9 @@ first `exact_queries` queries). `unfiltered_repeat_overlap` = overlap of the sam
 `semantic_part` / `keyword_part` = the two candidate statements of an unfiltered search, each run alone (30 queries);
 the search runs them at once on two connections. `keyword_match_share` = the share of all chunks in a query's keyword
 match set (rows holding every query word, else any), `keyword_over_cap_share` = the share of queries whose match set
-is over the cap (no keyword-only candidates). `indexed_insert_chunks_per_s` = the same COPY with the HNSW index in
+is over the cap (no keyword-only candidates). `rare_term_*`: queries of one word held by at most 5 chunks and a
+common word ("<word> outlook"); recall@15 = the share whose top 15 holds a chunk with that word, for the keyword-only
+search and for the default hybrid search. `indexed_insert_chunks_per_s` = the same COPY with the HNSW index in
 place; `ingest_chunks_per_s` = the real path (`ops.ingest_runner.ingest`, fanout off, hash embedder so that the
 figure is the pipeline's and not the model's, a few real transcript files, on the largest table).
 
