@@ -49,16 +49,25 @@ def _runs(ctx, manager, latency: float, fanout: bool, repeat: int, mode: str = "
     return runs[len(runs) // 2] | {"walls_s": [r["wall_s"] for r in runs]}
 
 
+def stage_of(call_key: str) -> str:
+    """'1:extract:AAPL:2024_q2' -> '1:extract': the iteration and the stage a ledger call belongs to."""
+    return ":".join(call_key.split(":")[:2])
+
+
+def stage_spans(trace: list) -> dict[str, list[tuple[float, float]]]:
+    """stage -> the (start, end) of each of its calls, in trace order."""
+    stages: dict[str, list[tuple[float, float]]] = {}
+    for key, start, dur in trace:
+        stages.setdefault(stage_of(key), []).append((start, start + dur))
+    return stages
+
+
 def stage_gaps_ms(trace: list) -> list[float]:
     """Per stage after the first (ordered by first start), the ms from the last task of the stages before it ending
     to its first task starting; a stage that starts while an earlier one runs (a parallel branch) gives no gap."""
-    stages: dict[str, list[float]] = {}
-    for key, start, dur in trace:
-        name = ":".join(key.split(":")[:2])
-        first, last = stages.get(name, [start, start + dur])
-        stages[name] = [min(first, start), max(last, start + dur)]
-    gaps, ended = [], None
-    for first, last in sorted(stages.values()):
+    gaps: list[float] = []
+    ended = None
+    for first, last in sorted((min(a for a, _ in v), max(b for _, b in v)) for v in stage_spans(trace).values()):
         if ended is not None and first >= ended:
             gaps.append(round(1000 * (first - ended), 1))
         ended = last if ended is None else max(ended, last)
@@ -75,7 +84,7 @@ def _run(ctx, mode: str = "detailed") -> dict:
     wall = time.perf_counter() - t0
     ledger = [c for c in load_ledger(ctx.pool, job.id) if c["tool"] in LLM_TOOLS]
     # one sequential step per LLM stage of each iteration: plan, then extract | compose | evaluate
-    stages = {":".join(c["call_key"].split(":")[:2]) for c in ledger}
+    stages = {stage_of(c["call_key"]) for c in ledger}
     calls = sorted(load_ledger(ctx.pool, job.id), key=lambda c: c["started_at"])
     t_first = calls[0]["started_at"].timestamp()
     trace = [(c["call_key"], round(c["started_at"].timestamp() - t_first, 2), round(c["duration_ms"] / 1000, 2)) for c in calls]
@@ -124,7 +133,7 @@ def main() -> None:
     rows = [_row(mode, latency, grid[mode, latency, True], grid[mode, latency, False]) for latency in latencies for mode in modes]
     head = next(r for r in rows if (r["mode"], r["latency_s"]) == HEADLINE)
     hops = [h for (_, _, fanout), run in grid.items() if fanout for h in run["hops_ms"]]
-    at_1s = [r for r in rows if r["latency_s"] == 1.0]
+    at_1s = [r for r in rows if r["latency_s"] == HEADLINE[1]]
     out = {
         "question": QUESTION, "latency_s": HEADLINE[1],
         "wall_s": head["wall_s"], "bound_s": head["bound_s"], "sequential_s": head["sequential_s"],
@@ -200,11 +209,8 @@ Targets (issue #13):
 
 
 def _stages(trace: list) -> str:
-    stages: dict[str, list] = {}
-    for key, start, dur in trace:
-        stages.setdefault(":".join(key.split(":")[:2]), []).append((start, start + dur))
     return "\n".join(f"| {name} | {len(v)} | {min(a for a, _ in v):.2f} | {max(a for a, _ in v):.2f} | {max(b for _, b in v):.2f} |"
-                     for name, v in stages.items())
+                     for name, v in stage_spans(trace).items())
 
 
 if __name__ == "__main__":

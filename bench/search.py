@@ -147,7 +147,7 @@ def rare_terms(ctx, n: int = RARE_TERMS) -> list[tuple[str, set[int]]]:
     return out
 
 
-def rare_term_recall(ctx, embedder, label: str) -> dict:
+def rare_term_recall(ctx, embed_query, label: str) -> dict:
     """For queries of one rare word and a common one: is a chunk holding the rare word in the top 15 of the
     keyword-only search, and of the default hybrid search?"""
     from agent.retrieval.hybrid import hybrid_search
@@ -156,7 +156,7 @@ def rare_term_recall(ctx, embedder, label: str) -> dict:
     found = {"keyword": 0, "hybrid": 0}
     for i, (word, ids) in enumerate(terms):
         query = f"{word} {RARE_SUFFIXES[i % len(RARE_SUFFIXES)]}"
-        vec = embedder.embed_query(query)
+        vec = embed_query(query)
         for mode, name in (("keyword", "keyword"), ("hybrid", "hybrid")):
             hits = hybrid_search(ctx.pool, query, vec, None, top_k=TOP_K, mode=mode)
             found[name] += any(h.chunk_id in ids for h in hits)
@@ -195,12 +195,12 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
     geometry: dict = {}
     if args.embedder == "minilm":
         embedder = common.SentenceMeanEmbedder(base, say)
-        vecs = [embedder.embed_query(q) for q in queries]
+        embed_query = embedder.embed_query
         say("comparing sentence-mean vectors with the model's own chunk vectors")
         geometry = embedder.agreement([t for doc in base for _, _, t in doc])
     else:
-        embedder = common.FastHashEmbedder()
-        vecs = [ctx.embed_query(q) for q in queries]
+        embedder, embed_query = common.FastHashEmbedder(), ctx.embed_query
+    vecs = [embed_query(q) for q in queries]
     gen = common.synthetic_docs(base, [f"X{i:03d}" for i in range(10_000)], QUARTERS)
     index_sql, have = common.hnsw_definition(ctx), 0
     out: dict = {"embedder": args.embedder, "queries": len(queries), "top_k": TOP_K, "real_transcript_docs": len(base),
@@ -222,7 +222,7 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
             k = min(n, VARIANT_QUERIES)
             out["variants"] = search_variants.run_variants(ctx, queries[:k], vecs[:k], exact_ids[:k], common.percentile, recall)
         say(f"rare-term queries at {label}")
-        out |= rare_term_recall(ctx, embedder if args.embedder == "minilm" else ctx, label)
+        out |= rare_term_recall(ctx, embed_query, label)
         added, rate = common.indexed_insert(ctx, gen, embedder)
         have += added
         out[f"indexed_insert_chunks_per_s_{label}"] = round(rate, 1)

@@ -9,7 +9,8 @@ The procedure (reproducible: the same files and seed give the same list):
    word ("up", "by", "increased"; but "increased 7% to $X" gives $X), a change, part or variant of the metric
    ("an increase in deposits of", "other operating income", "store-level margin", "120 loans totaling", "excluding
    ..."), a mention that follows "compared with" (the other period's figure), a sentence with another figure of
-   the same unit not set apart as a comparison (a list), a sentence naming a segment or division, or one stating several metrics.
+   the same unit not set apart as a comparison (a list), a sentence naming a segment or division, or one stating
+   several metrics.
 4. Reported facts must be about the call's own quarter: a sentence naming another period (the full year, a year
    ago, another quarter or year) before any "compared with" is left out. Guidance facts may name later periods, but
    not a figure dated to the call's year or earlier ("higher than our <year> rate of X%").
@@ -100,7 +101,7 @@ _TO_LEVEL = re.compile(r"[\s,]*(?:[\w'\-]+[\s,]+){0,3}?(?:increased|rose|grew|de
 # something out ("excluding ...") is not the metric's value
 _BEFORE = re.compile(r"\b(?:(?:increases?|decreases?|growth|declines?|reductions?|changes?)(?:\s+[\w\-]+){0,3}|other|problem|"
                      r"nonaccrual|non-accrual|nonperforming|non-performing|criticized|classified|modified|deferred|noninterest|"
-                     r"non-interest|excluding|ex|[\w]+[\s-]level|(?<![$\d.,])\d[\d,]*)\s*$", re.I)
+                     r"non-interest|excluding|ex|\w+[\s-]level|(?<![$\d.,])\d[\d,]*)\s*$", re.I)
 _EXCLUDING = re.compile(r"\b(?:excluding|normali[sz]ed for|net of)\b", re.I)
 _YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
 # a business segment's figure is not the company's

@@ -34,6 +34,8 @@ _BREAK = {",", ";", ":"}
 _FILLERS = {"per", "of", "on", "the", "a", "an", "diluted", "adjusted", "average", "common", "total", "gaap", "reported", "core",
             "tangible", "fully", "profit"}
 _SCALE_WORDS = {"million", "billion", "thousand", "percent", "bps", "basis"}
+# what may stand between a figure and the metric after it: '$X of <metric>', '$X in total <metric>'
+_JOINS = _FILLERS | _SCALE_WORDS | {"in", "basi", "point"}
 
 
 def _expanded(words: list[str]) -> list[str]:
@@ -120,9 +122,6 @@ def _nearest(toks: list[tuple[str, bool]], figures: list[int], first: int, last:
     return out
 
 
-_JOINS = _FILLERS | _SCALE_WORDS | {"in", "basi", "point"}
-
-
 def _runs(toks: list[tuple[str, bool]], words: set[str], need: int) -> list[tuple[int, int]]:
     """(first, last) token of each run of the metric's words with only fillers between them, holding `need` of them."""
     out = []
@@ -156,9 +155,9 @@ def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[s
     below the company ('store-level margin', 'segment level'), or another metric sharing some of its words."""
     after = [w for w, _ in toks[last + 1:last + 3]]
     partial = {w for w, _ in toks[first:last + 1]} & words != words
-    if partial and after and after[0] in _HEADS and after[0] not in words:
-        return True
-    if after and after[0] in (_HEADS | _MEASURES_OF) - words and after[0] not in _FILLERS:
+    head = after[0] if after and after[0] not in words else None
+    # 'loan yield', 'loan production'; a filler head ('profit') only after a partial run: 'gross' + 'profit'
+    if head in _MEASURES_OF or (head in _HEADS and (partial or head not in _FILLERS)):
         return True
     if after[:1] == ["per"] and (len(after) < 2 or after[1] not in words):
         return True
