@@ -100,8 +100,10 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     data_dir: Path = Path.home() / ".finagent"
-    # the embedded Postgres's buffer cache: big enough that a 100k-chunk HNSW graph (~190 MB) stays in it
-    embedded_pg_shared_buffers: str = "1GB"
+    # the embedded Postgres's buffer cache and index-build memory: "auto" sizes them from the RAM (ops/pg_memory.py),
+    # or a Postgres size such as "2GB"
+    embedded_pg_shared_buffers: str = "auto"
+    embedded_pg_maintenance_work_mem: str = "auto"
 
     # providers
     llm_provider: Literal["extractive", "openai", "scripted"] = "extractive"

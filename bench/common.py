@@ -295,7 +295,7 @@ def grow(ctx, gen, embedder, have: int, target: int, index_sql: str) -> dict:
     """Bulk load up to `target` chunks with the HNSW index dropped, then rebuild it from the migration's definition."""
     admin(ctx, "DROP INDEX IF EXISTS transcript_chunks_hnsw")
     loaded, load_s = load(ctx, take(gen, target - have), embedder)
-    build_s = admin(ctx, "SET maintenance_work_mem = '1GB'; " + index_sql)  # the graph fits in memory: fast build
+    build_s = admin(ctx, index_sql)  # in the server's maintenance_work_mem (ops/pg_memory.py) the graph fits: fast build
     admin(ctx, "VACUUM ANALYZE transcript_chunks")
     return {"chunks": have + loaded, "loaded": loaded, "load_s": load_s, "hnsw_build_s": build_s}
 

@@ -10,6 +10,7 @@ hash, a stress case for HNSW). Each embedder writes its own section of docs/benc
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -27,7 +28,10 @@ QUARTERS = [(y, q) for y in (2022, 2023) for q in range(1, 5)]
 TOP_K = 15
 REPEAT = 30  # queries run twice to check that the default search is repeatable
 VARIANT_QUERIES = 50  # queries per prototype variant (--variants)
-TARGETS = [("filtered_recall_at_15", ">=", 1.0), ("unfiltered_recall_at_15", ">=", 0.95), ("p95_ms_100k", "<", 20.0)]
+TARGETS = [("filtered_recall_at_15", ">=", 1.0), ("unfiltered_recall_at_15", ">=", 0.95), ("p95_ms_100k", "<", 20.0),
+           ("rare_term_keyword_side_recall_at_15", ">=", 0.95)]
+TARGETS_1M = [("p95_ms_1m", "<=", 25.0), ("unfiltered_recall_at_15_1m", ">=", 0.95),
+              ("filtered_recall_at_15_1m", ">=", 1.0), ("filtered_p95_ms_1m", "<=", 15.0)]
 SEED_QUERIES = [
     "net interest margin outlook", "loan growth guidance", "capex guidance", "deposit costs", "credit quality trends",
     "share repurchase program", "free cash flow", "operating margin expansion", "pricing power inflation",
@@ -148,22 +152,30 @@ def rare_terms(ctx, n: int = RARE_TERMS) -> list[tuple[str, set[int]]]:
 
 
 def rare_term_recall(ctx, embed_query, label: str) -> dict:
-    """For queries of one rare word and a common one: is a chunk holding the rare word in the top 15 of the
-    keyword-only search, and of the default hybrid search?"""
+    """For queries of one rare word and a common one: is a chunk holding the rare word in the top 15 of hybrid
+    search's own keyword side (its keyword-only candidates), of the keyword-only search (mode="keyword", which ranks
+    every row holding a query word) and of the default hybrid search?"""
+    from psycopg import sql
+
     from agent.retrieval.hybrid import hybrid_search
 
+    from agent.retrieval import hybrid
+
     terms = rare_terms(ctx)
-    found = {"keyword": 0, "hybrid": 0}
+    found = {"keyword_side": 0, "keyword": 0, "hybrid": 0}
+    side_sql = hybrid._query("transcript", sql.SQL(""), False, "keyword")
     for i, (word, ids) in enumerate(terms):
         query = f"{word} {RARE_SUFFIXES[i % len(RARE_SUFFIXES)]}"
         vec = embed_query(query)
-        for mode, name in (("keyword", "keyword"), ("hybrid", "hybrid")):
+        with ctx.pool.connection() as conn:
+            side = conn.execute(side_sql, hybrid.search_params(query, vec, TOP_K)).fetchall()
+        found["keyword_side"] += any(r["id"] in ids for r in side)
+        for mode in ("keyword", "hybrid"):
             hits = hybrid_search(ctx.pool, query, vec, None, top_k=TOP_K, mode=mode)
-            found[name] += any(h.chunk_id in ids for h in hits)
+            found[mode] += any(h.chunk_id in ids for h in hits)
     n = max(1, len(terms))
-    return {f"rare_term_queries_{label}": len(terms),
-            f"rare_term_keyword_recall_at_15_{label}": round(found["keyword"] / n, 3),
-            f"rare_term_hybrid_recall_at_15_{label}": round(found["hybrid"] / n, 3)}
+    return {f"rare_term_queries_{label}": len(terms)} | {
+        f"rare_term_{name}_recall_at_15_{label}": round(count / n, 3) for name, count in found.items()}
 
 
 # --- ingestion through the real path ----------------------------------------------------------
@@ -187,9 +199,46 @@ def full_tickers(ctx) -> list[str]:
     return [r["ticker"] for r in rows]
 
 
+SCALES = {"100k": [(10_000, "10k"), (100_000, "100k")],
+          "1m": [(10_000, "10k"), (100_000, "100k"), (1_000_000, "1m")]}
+REUSED = "search-bench.json"  # in a kept --data-dir: the figures of every size built there, for --reuse
+
+
+def memory(ctx) -> dict:
+    """MB on disk of the chunk table (with its TOAST) and of each index family, and the search's working set: the
+    indexes a search reads (HNSW graph, GIN, btrees), which must stay in shared_buffers for warm latencies."""
+    with ctx.pool.connection() as conn:
+        row = conn.execute("""
+            SELECT pg_table_size('transcript_chunks') AS table_b,
+                   pg_relation_size('transcript_chunks_hnsw') AS hnsw_b,
+                   pg_relation_size('transcript_chunks_tsv') AS gin_b,
+                   pg_indexes_size('transcript_chunks') AS all_b""").fetchone()
+    mb = lambda b: round(b / (1 << 20), 1)
+    return {"table_mb": mb(row["table_b"]), "hnsw_index_mb": mb(row["hnsw_b"]), "gin_index_mb": mb(row["gin_b"]),
+            "btree_indexes_mb": mb(row["all_b"] - row["hnsw_b"] - row["gin_b"]), "search_working_set_mb": mb(row["all_b"])}
+
+
+def pg_memory_settings(ctx) -> dict:
+    with ctx.pool.connection() as conn:
+        return {f"pg_{k}": conn.execute(f"SHOW {k}").fetchone()[k] for k in ("shared_buffers", "maintenance_work_mem")}
+
+
+def reused_sizes(ctx, args, gen) -> tuple[int, dict]:
+    """With --reuse: the chunks already in the kept data dir (the generator is moved past them) and the figures of
+    the run that built them."""
+    saved = Path(args.data_dir or "") / REUSED
+    if not (args.reuse and saved.is_file()):
+        return 0, {}
+    with ctx.pool.connection() as conn:
+        have = conn.execute("SELECT count(*) AS n FROM transcript_chunks c JOIN documents d ON d.id = c.document_id"
+                            " WHERE d.source_path LIKE 'synthetic:%%'").fetchone()["n"]
+    common.take(gen, have) if have else None
+    return have, json.loads(saved.read_text())
+
+
 def run(ctx, args: argparse.Namespace, say) -> dict:
-    sizes = [(10_000, "10k")] if args.quick else [(10_000, "10k"), (100_000, "100k")]
-    n_exact = {"10k": args.queries, "100k": args.exact_queries}
+    sizes = [(10_000, "10k")] if args.quick else SCALES[args.scale]
+    n_exact = {"10k": args.queries, "100k": args.exact_queries, "1m": args.exact_queries_1m}
     base = common.real_chunks(args.transcripts)
     queries = build_queries(base, min(30, args.queries) if args.quick else args.queries)
     geometry: dict = {}
@@ -202,16 +251,27 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
         embedder, embed_query = common.FastHashEmbedder(), ctx.embed_query
     vecs = [embed_query(q) for q in queries]
     gen = common.synthetic_docs(base, [f"X{i:03d}" for i in range(10_000)], QUARTERS)
-    index_sql, have = common.hnsw_definition(ctx), 0
+    index_sql = common.hnsw_definition(ctx)
+    have, saved = reused_sizes(ctx, args, gen)
     out: dict = {"embedder": args.embedder, "queries": len(queries), "top_k": TOP_K, "real_transcript_docs": len(base),
-                 **common.machine(), **geometry,
-                 "load_avg_1m_start": round(os.getloadavg()[0], 2)}
-    for target, label in sizes:
-        say(f"loading {target} chunks")
-        g = common.grow(ctx, gen, embedder, have, target, index_sql)
-        have = g["chunks"]
-        out |= {f"chunks_{label}": have, f"bulk_load_chunks_per_s_{label}": round(g["loaded"] / g["load_s"], 1),
-                f"hnsw_build_s_{label}": round(g["hnsw_build_s"], 1)}
+                 **common.machine(), **geometry, **pg_memory_settings(ctx),
+                 "load_avg_1m_start": round(os.getloadavg()[0], 2), "reused_sizes": []}
+    for i, (target, label) in enumerate(sizes):
+        if have >= target and f"chunks_{label}" in saved:
+            next_size = sizes[i + 1][0] if i + 1 < len(sizes) else None
+            if next_size is not None and have >= next_size:  # a smaller corpus than the table holds: its saved figures
+                out |= {k: v for k, v in saved.items() if k.endswith(f"_{label}")}
+                out["reused_sizes"].append(label)
+                continue
+            out |= {f"{k}_{label}": saved[f"{k}_{label}"] for k in BUILD_FIGURES if f"{k}_{label}" in saved}
+            out["reused_sizes"].append(label)
+        else:
+            say(f"loading {target} chunks")
+            g = common.grow(ctx, gen, embedder, have, target, index_sql)
+            have = g["chunks"]
+            out |= {f"chunks_{label}": have, f"bulk_load_chunks_per_s_{label}": round(g["loaded"] / g["load_s"], 1),
+                    f"hnsw_build_s_{label}": round(g["hnsw_build_s"], 1)}
+            out |= {f"{k}_{label}": v for k, v in memory(ctx).items()}
         say(f"searching {have} chunks")
         n = min(len(queries), n_exact[label])
         figures, exact_ids = measure(ctx, queries, vecs, make_filters(full_tickers(ctx), len(queries)), label, n)
@@ -223,18 +283,25 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
             out["variants"] = search_variants.run_variants(ctx, queries[:k], vecs[:k], exact_ids[:k], common.percentile, recall)
         say(f"rare-term queries at {label}")
         out |= rare_term_recall(ctx, embed_query, label)
-        added, rate = common.indexed_insert(ctx, gen, embedder)
-        have += added
-        out[f"indexed_insert_chunks_per_s_{label}"] = round(rate, 1)
+        if f"indexed_insert_chunks_per_s_{label}" not in out:
+            added, rate = common.indexed_insert(ctx, gen, embedder)
+            have += added
+            out[f"indexed_insert_chunks_per_s_{label}"] = round(rate, 1)
+        if args.data_dir:
+            (Path(args.data_dir) / REUSED).write_text(json.dumps(saved | out))
     say("ingesting real transcripts")
     out |= measure_ingest(ctx, sorted(args.transcripts.glob("*.json"))[:args.ingest_files])
     out["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     return headline(out, [label for _, label in sizes])
 
 
+BUILD_FIGURES = ["chunks", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s", "table_mb",
+                 "hnsw_index_mb", "gin_index_mb", "btree_indexes_mb", "search_working_set_mb"]
+
+
 def headline(out: dict, labels: list[str]) -> dict:
     """The headline figures: worst recall over the sizes, the bulk load rate of the largest load."""
-    for key in ("filtered_recall_at_15", "unfiltered_recall_at_15"):
+    for key in ("filtered_recall_at_15", "unfiltered_recall_at_15", "rare_term_keyword_side_recall_at_15"):
         out[key] = min(out[f"{key}_{label}"] for label in labels)
     for key in ("p50_ms_100k", "p95_ms_100k"):
         out.setdefault(key, None)
@@ -246,13 +313,17 @@ def headline(out: dict, labels: list[str]) -> dict:
 PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
 PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share",
+            "keyword_no_candidates_share",
             "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
             "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s",
-            "rare_term_queries", "rare_term_keyword_recall_at_15", "rare_term_hybrid_recall_at_15"]
+            "rare_term_queries", "rare_term_keyword_side_recall_at_15", "rare_term_keyword_recall_at_15",
+            "rare_term_hybrid_recall_at_15", "table_mb", "hnsw_index_mb", "gin_index_mb", "btree_indexes_mb",
+            "search_working_set_mb"]
 ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5", "ingest_chunks_per_s", "ingest_chunks",
         "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
-        "load_avg_1m_start", "load_avg_1m_end", "pgvector", "seconds"]
+        "load_avg_1m_start", "load_avg_1m_end", "pgvector", "pg_shared_buffers", "pg_maintenance_work_mem",
+        "reused_sizes", "seconds"]
 VARIANT_HEADER = ("variant (unfiltered)", "recall vs current exact", "recall vs own exact", "p50 ms", "p95 ms")
 
 
@@ -327,6 +398,37 @@ PROFILES = {"minilm": ("search", TARGETS, "Search (all-MiniLM-L6-v2 geometry)", 
             "hash": ("search-hash", [], "Search, hash-embedder stress case", HASH)}
 
 
+GROWTH_PLOT = {"minilm": common.DOCS.parent / "search-growth.png", "hash": common.DOCS.parent / "search-growth-hash.png"}
+
+
+def growth_plot(result: dict) -> bytes:
+    """p50 / p95 of the default unfiltered and filtered searches, and the HNSW build time, against corpus size."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    labels = result["sizes"]
+    chunks = [result[f"chunks_{label}"] for label in labels]
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    for prefix, name in (("", "unfiltered"), ("filtered_", "filtered")):
+        for q, style in (("p50", "o-"), ("p95", "s--")):
+            left.plot(chunks, [result[f"{prefix}{q}_ms_{label}"] for label in labels], style, label=f"{name} {q}")
+    left.set(xscale="log", xlabel="chunks", ylabel="ms", title="hybrid_search latency (warm)")
+    left.legend()
+    right.plot(chunks, [result[f"hnsw_build_s_{label}"] for label in labels], "o-", label="HNSW build")
+    right.plot(chunks, [result[f"search_working_set_mb_{label}"] / 1024 for label in labels], "s--",
+               label="indexes, GB")
+    right.set(xscale="log", yscale="log", xlabel="chunks", title="build seconds and index size")
+    right.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
 def pgvector_version(ctx) -> str:
     with ctx.pool.connection() as conn:
         return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
@@ -344,6 +446,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="queries given the exact unfiltered reference at 100k (about 1-2 s each); all of them at 10k")
     p.add_argument("--ingest-files", type=int, default=4)
     p.add_argument("--variants", action="store_true", help="also measure the prototype variants (bench/search_variants.py)")
+    p.add_argument("--scale", choices=tuple(SCALES), default="100k",
+                   help="the largest corpus: 100k chunks (default, ~7 min) or 1m (10k, 100k and 1M: a longer run)")
+    p.add_argument("--exact-queries-1m", type=int, default=40, help="queries given the exact reference at 1M (~4 s each)")
+    p.add_argument("--reuse", action="store_true",
+                   help="with --data-dir: keep the chunks a previous run loaded there and measure again")
     p.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
     p.add_argument("--embedder", choices=tuple(PROFILES), default="minilm",
                    help="chunk and query vectors: all-MiniLM-L6-v2 geometry (default; the product's local embedder) "
@@ -359,7 +466,11 @@ def main(argv: list[str] | None = None) -> int:
         result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
     result["seconds"] = round(time.perf_counter() - started, 1)
     section, targets, _, _ = PROFILES[args.embedder]
+    if args.embedder == "minilm" and "1m" in result["sizes"]:
+        targets = targets + TARGETS_1M
     result["targets"] = common.check_targets(result, targets)
+    if not args.no_write and len(result["sizes"]) > 1:
+        GROWTH_PLOT[args.embedder].write_bytes(growth_plot(result))
     return common.finish("search.py", argv, args, section, result, markdown, tables)
 
 

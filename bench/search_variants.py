@@ -89,27 +89,28 @@ def run_variants(ctx, queries: list[str], vecs, current_exact: list[list], perce
 def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
     """Where an unfiltered search spends its time: the HNSW side alone, the keyword side alone (the capped
     match set and the ranking of at most `cap` rows), the share of chunks in the keyword match set (rows holding
-    every query word, else any) and the share of queries whose match set is over the cap."""
+    every query word, else any), the share of queries whose match set is over the cap, and the share of queries that
+    get no keyword-only candidates at all (every word, and the rows holding all of them, over the cap)."""
     from psycopg import sql
 
     from agent.retrieval import hybrid
 
     cap = hybrid.KEYWORD_MATCH_CAP
     keyword_sql = hybrid._query("transcript", sql.SQL(""), False, "keyword")
-    sem, kw, share, over = [], [], [], []
+    sem, kw, share, over, empty = [], [], [], [], []
     with ctx.pool.connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
         for text, vec in zip(queries, vecs):
-            p = {"orq": hybrid.or_tsquery_text(text), "andq": hybrid.and_tsquery_text(text), "cap": cap, "cap1": cap + 1,
-                 "vec": vec, "n": 60}
+            p = hybrid.search_params(text, vec, 60)
             with conn.transaction():
                 conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.EF_SEARCH}")
                 started = time.perf_counter()
                 conn.execute("SELECT id FROM transcript_chunks ORDER BY embedding <=> %s LIMIT 60", (vec,)).fetchall()
                 sem.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            conn.execute(keyword_sql, p).fetchall()
+            got = conn.execute(keyword_sql, p).fetchall()
             kw.append((time.perf_counter() - started) * 1000)
+            empty.append(1.0 if not got else 0.0)
             matches = conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)",
                                    (p["andq"],)).fetchone()["n"]
             if not matches:
@@ -120,4 +121,5 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
             conn.commit()
     return {"semantic_part_p50_ms": round(percentile(sem, 50), 2), "keyword_part_p50_ms": round(percentile(kw, 50), 2),
             "keyword_match_share_p50": round(percentile(share, 50), 4),
-            "keyword_over_cap_share": round(sum(over) / max(1, len(over)), 3)}
+            "keyword_over_cap_share": round(sum(over) / max(1, len(over)), 3),
+            "keyword_no_candidates_share": round(sum(empty) / max(1, len(empty)), 3)}

@@ -18,6 +18,7 @@ import redis
 from pydantic import BaseModel
 
 from agent.settings import Settings
+from ops import pg_memory
 
 
 class ServiceStatus(BaseModel):
@@ -92,7 +93,8 @@ def start_embedded_redis(settings: Settings) -> str:
 def embedded_pg_settings(settings: Settings) -> dict[str, str]:
     """Server settings of the embedded Postgres. jit off: search queries are short, and JIT compiling
     the exact-scan plans (whose cost estimates cross jit_above_cost) only adds latency."""
-    return {"shared_buffers": settings.embedded_pg_shared_buffers, "jit": "off"}
+    return {"shared_buffers": pg_memory.shared_buffers(settings.embedded_pg_shared_buffers),
+            "maintenance_work_mem": pg_memory.maintenance_work_mem(settings.embedded_pg_maintenance_work_mem), "jit": "off"}
 
 
 def start_embedded_postgres(settings: Settings) -> str:

@@ -1,22 +1,29 @@
-"""Hybrid search: 0.7 x normalised cosine similarity + 0.3 x normalised full-text rank.
+"""Hybrid search: 0.7 x normalised cosine similarity + 0.3 x normalised keyword score.
 
-Candidates are the top-n semantic rows plus, when the keyword match is selective, the top-n keyword rows; every
-candidate is then scored with its true cosine similarity and its ts_rank_cd against the OR of the query words, and
-both are min-max normalised over the candidates.
+Candidates are the top-n semantic rows plus the top-n keyword rows; every candidate is then scored with its true
+cosine similarity and its keyword score, and both are min-max normalised over the candidates.
 
-Keyword candidates (the trade-off, see docs/benchmarks.md): ts_rank_cd has no index, so ranking every row that holds
-any query word (18% of a 100k-chunk corpus for a phrase like "loan growth guidance") costs hundreds of ms. Keyword-only
-candidates therefore come from the rows holding *all* the query words (or, when no row does, any of them), and only
-when that match set holds at most KEYWORD_MATCH_CAP rows in the search's scope; they are the top n of it by rank
-(ties by id). A phrase of common words ("long term", matching thousands of chunks) adds no keyword-only candidates:
-its words do not single out rows, and the semantic candidates still get their keyword rank. The indexed and the exact
-(`exact=True`) paths share this definition, so they differ only in the HNSW approximation.
+The keyword score is BM25's idea on Postgres full text: the sum, over the query's terms a row holds, of the term's
+inverse document frequency times ts_rank of that term alone (which grows with the term's count in the row, less and
+less). A rare exact term ("CET1" in a corpus of bank calls, a product name) thus outweighs any number of common
+words, which ts_rank_cd over the OR of the words did not do.
+
+Keyword-only candidates (the trade-off, see docs/benchmarks.md): no index ranks full-text matches, so ranking every
+row that holds any query word (18% of a 100k-chunk corpus for "loan growth guidance") costs hundreds of ms and grows
+with the corpus. The candidates therefore come from a bounded set read through the GIN index: the rows holding
+*every* query word when there are 1..KEYWORD_MATCH_CAP of them, otherwise the rows holding any *rare* term of the
+query (one held by at most KEYWORD_MATCH_CAP rows). A term's document frequency comes from the planner's statistics
+when they list it among the column's most common elements, otherwise from a GIN probe counted only up to the cap,
+so no statement ever reads a long posting list. A phrase of common words only ("long term") adds no keyword-only
+candidates; the semantic candidates still get their keyword score. The indexed and the exact (`exact=True`) paths
+share this definition, so they differ only in the HNSW approximation.
 
 A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
-pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing. An unfiltered search uses the HNSW index
-(m 24, migration 0009) with hnsw.ef_search = EF_SEARCH for the semantic candidates, and runs its keyword statement
-on a second pooled connection at the same time, so it costs the slower of the two rather than their sum. Semantic and
-keyword ties break by id, so the exact path is deterministic.
+pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing; on pgvector >= 0.8 a large scope goes
+through an iterative index scan instead (agent/retrieval/filtered_hnsw.py). An unfiltered search uses the HNSW
+index (m 24, migration 0009) with hnsw.ef_search = EF_SEARCH for the semantic candidates, and runs its keyword
+statement on a second pooled connection at the same time, so it costs the slower of the two rather than their sum.
+Semantic and keyword ties break by id, so the exact path is deterministic.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from typing import Any, Literal
 from psycopg import sql
 
 from agent.models.corpus import SearchFilters, SearchHit
+from agent.retrieval import filtered_hnsw
 
 Corpus = Literal["transcript", "10k"]
 
@@ -37,23 +45,23 @@ _TABLES = {
     "10k": ("tenk_chunks", "id, document_id, chunk_index, ticker, fiscal_year, fiscal_quarter, item, item_title, page, text"),
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
-KEYWORD_MATCH_CAP = 500  # keyword-only candidates only from a match set of at most this many rows
+KEYWORD_MATCH_CAP = 500  # a match set (or a term) of at most this many rows is selective: its rows are candidates
 EF_SEARCH = 150  # hnsw.ef_search of the unfiltered path (at least n); recall vs latency in docs/benchmarks.md
 
 
-def _words(text: str) -> list[str]:
+def query_words(text: str) -> list[str]:
     words = [w.strip(".-&") for w in _WORD.findall(text)]
     return list(dict.fromkeys(w.lower() for w in words if len(w) > 1))
 
 
 def or_tsquery_text(text: str) -> str:
     """Words joined with OR, so a keyword phrase ranks chunks by how many of its terms they hold."""
-    return " | ".join(_words(text)) or "''"
+    return " | ".join(query_words(text)) or "''"
 
 
 def and_tsquery_text(text: str) -> str:
     """Words joined with AND: the rows that hold every word of the phrase."""
-    return " & ".join(_words(text)) or "''"
+    return " & ".join(query_words(text)) or "''"
 
 
 def filter_clause(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict[str, Any]]:
@@ -81,14 +89,46 @@ def filter_clause(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dic
 
 
 _SEMANTIC = "sem AS (SELECT id FROM {source} ORDER BY {order} LIMIT %(n)s)"
+# The query's terms (the lexemes of its words), each with its document frequency (df) in the search's scope and
+# BM25's inverse document frequency of it. For a whole table a term the planner's statistics list among the
+# column's most common elements takes its df from there (ANALYZE's sample: no index read at all); any other term,
+# and every term of a filtered scope, is counted by a bounded probe of the GIN index, only up to cap + 1 rows, so a
+# term is "rare" (held by at most cap rows) or not without ever reading a long posting list.
+_WORDS = """
+    terms AS (SELECT DISTINCT quote_literal(lexeme)::tsquery AS q, lexeme
+              FROM unnest(%(words)s::text[]) w, unnest(tsvector_to_array(to_tsvector('english', w))) lexeme),
+    common AS MATERIALIZED ({common}),
+    probes AS MATERIALIZED (
+        SELECT t.q, coalesce(
+            (SELECT c.freq * total.n FROM common c WHERE c.lexeme = t.lexeme),
+            (SELECT count(*) FROM (SELECT 1 FROM {source} WHERE tsv @@ t.q LIMIT %(cap1)s) p)::float8) AS df
+        FROM terms t, {total} total),
+    words AS MATERIALIZED (
+        SELECT q, df <= %(cap)s AS rare, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
+        FROM probes, {total} total WHERE df > 0)"""
+# the most common elements of a table's tsv column and their frequencies (pg_stats: the last three numbers of
+# most_common_elem_freqs are the minimum, the maximum and the null frequency, not elements')
+_COMMON_TERMS = """SELECT e.lexeme, e.freq FROM pg_stats s,
+                 unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) e(lexeme, freq)
+                 WHERE s.schemaname = current_schema() AND s.tablename = {table} AND s.attname = 'tsv'
+                   AND e.lexeme IS NOT NULL"""
+_NO_COMMON_TERMS = "SELECT NULL::text AS lexeme, NULL::float8 AS freq WHERE false"
+_TABLE_SIZE = """(SELECT CASE WHEN c.reltuples >= 10000 THEN c.reltuples::float8
+                          ELSE (SELECT count(*) FROM {t})::float8 END AS n FROM pg_class c WHERE c.oid = {reg}::regclass)"""
+_SCOPE_SIZE = "(SELECT count(*)::float8 AS n FROM {source})"
+# A row's keyword score: the idf-weighted sum, over the query words it holds, of ts_rank of that word alone (which
+# grows with the word's count in the row, but less and less): a rare exact term outweighs any number of common ones.
+_KEYWORD_SCORE = "(SELECT coalesce(sum(w.idf * ts_rank({row}.tsv, w.q)), 0) FROM words w WHERE {row}.tsv @@ w.q)"
+# Keyword-only candidates: the rows holding every query word when there are 1..cap of them; otherwise the rows
+# holding any of the query's rare words (those held by at most cap rows), each read through the GIN index.
 _KEYWORD = """
     m_and AS MATERIALIZED (SELECT id FROM {source} WHERE tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
-    m_or AS MATERIALIZED (SELECT id FROM {source}
-                          WHERE NOT EXISTS (SELECT 1 FROM m_and) AND tsv @@ to_tsquery('english', %(orq)s)
-                          LIMIT %(cap1)s),
-    m AS (SELECT id FROM m_and UNION ALL SELECT id FROM m_or),
-    kw AS (SELECT s.id FROM m JOIN {source} s USING (id) WHERE (SELECT count(*) FROM m) <= %(cap)s
-           ORDER BY ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id LIMIT %(n)s)"""
+    use_and AS MATERIALIZED (SELECT count(*) BETWEEN 1 AND %(cap)s AS yes FROM m_and),
+    m AS (SELECT id FROM m_and WHERE (SELECT yes FROM use_and)
+          UNION SELECT r.id FROM words, LATERAL (SELECT id FROM {source} WHERE tsv @@ words.q LIMIT %(cap1)s) r
+                WHERE words.rare AND NOT (SELECT yes FROM use_and)),
+    kw AS (SELECT s.id FROM m JOIN {source} s USING (id) ORDER BY """ + _KEYWORD_SCORE.format(row="s") + """ DESC, s.id
+           LIMIT %(n)s)"""
 # keyword-only search ranks every row holding any query word: no cap, no AND pre-selection (an eval and a
 # diagnostic, not the interactive path)
 _RANKED_KEYWORD = """
@@ -114,7 +154,9 @@ _SCORED = """
     SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, {rank} AS rank
     FROM {cand} JOIN {t} c USING (id)"""
 _TS_RANK = "ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s))"
-Part = Literal["both", "both_ranked", "semantic", "keyword", "ranked_keyword", "idf_keyword"]
+# "semantic_scored": the semantic candidates with the selective keyword side's score (hybrid's indexed path runs
+# them and "keyword" as two statements at once)
+Part = Literal["both", "both_ranked", "semantic", "semantic_scored", "keyword", "ranked_keyword", "idf_keyword"]
 Mode = Literal["hybrid", "semantic", "keyword"]  # which side of the search ranks: both fused, or one alone
 # Where hybrid's keyword-only candidates come from: "selective" (the rows holding all the words, capped, see the
 # module's docstring) or "ranked" (the top n by rank of every row holding any word: deeper, slower).
@@ -132,10 +174,21 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         ctes.append(sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where})").format(t=t, where=where))
         source: sql.Composable = sql.SQL("scope")
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
-    else:
+    elif where == sql.SQL(""):
         source, order = t, sql.SQL("embedding <=> %(vec)s")
-    if part in ("both", "both_ranked", "semantic"):
+    else:  # a large filtered scope on pgvector >= 0.8: an iterative HNSW scan (agent/retrieval/filtered_hnsw.py)
+        source = sql.SQL("(SELECT * FROM {t} {where})").format(t=t, where=where)
+        order = sql.SQL("embedding <=> %(vec)s")
+    if part in ("both", "both_ranked", "semantic", "semantic_scored"):
         ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
+    if part in ("both", "keyword", "semantic_scored"):
+        if where == sql.SQL(""):  # the whole table: its statistics know the common terms
+            total = sql.SQL(_TABLE_SIZE).format(t=t, reg=sql.Literal(table))
+            common = sql.SQL(_COMMON_TERMS).format(table=sql.Literal(table))
+        else:
+            total = sql.SQL(_SCOPE_SIZE).format(source=source)
+            common = sql.SQL(_NO_COMMON_TERMS)
+        ctes.append(sql.SQL(_WORDS).format(source=source, total=total, common=common))
     if part in ("both", "keyword"):
         ctes.append(sql.SQL(_KEYWORD).format(source=source))
     if part in ("both_ranked", "ranked_keyword"):
@@ -143,8 +196,10 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     if part == "idf_keyword":
         ctes.append(sql.SQL(_IDF_KEYWORD).format(source=source))
     union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
-    cand = {"both": union, "both_ranked": union, "semantic": "sem"}.get(part, "kw")
-    rank = "kw.rank" if part == "idf_keyword" else _TS_RANK  # the IDF rank is computed with its candidates
+    cand = {"both": union, "both_ranked": union, "semantic": "sem", "semantic_scored": "sem"}.get(part, "kw")
+    # the IDF rank is computed with its candidates; the selective keyword side ranks by its own idf score
+    scored_parts = ("both", "keyword", "semantic_scored")
+    rank = "kw.rank" if part == "idf_keyword" else _KEYWORD_SCORE.format(row="c") if part in scored_parts else _TS_RANK
     scored = sql.SQL(_SCORED).format(
         cand=sql.SQL(cand), t=t, rank=sql.SQL(rank), cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
@@ -164,10 +219,10 @@ def _indexed_query(corpus: Corpus, part: Part) -> sql.Composed:
     return _query(corpus, sql.SQL(""), False, part)
 
 
-def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None) -> list[dict]:
+def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None, settings: dict | None = None) -> list[dict]:
     with pool.connection() as conn, conn.transaction():
-        if ef_search:
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)))
+        for name, value in ({"hnsw.ef_search": ef_search} if ef_search else {}).items() | (settings or {}).items():
+            conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(str(value))))
         return conn.execute(query, params).fetchall()
 
 
@@ -178,13 +233,17 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     not the sum."""
     if mode == "keyword":  # no vector index involved: the filtered scope, or the whole table
         return _fetch(pool, _query(corpus, where, exact, "idf_keyword"), params)
+    iterative = None if exact or where == sql.SQL("") else filtered_hnsw.SETTINGS
     if mode == "semantic":
-        return _fetch(pool, _query(corpus, where, exact, "semantic"), params, ef_search=None if exact else max(EF_SEARCH, params["n"]))
+        return _fetch(pool, _query(corpus, where, exact, "semantic"), params,
+                      ef_search=None if exact else max(EF_SEARCH, params["n"]), settings=iterative)
     ranked = keyword_candidates == "ranked"
     if exact:
         return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), params)
-    keyword = _executor().submit(_fetch, pool, _indexed_query(corpus, "ranked_keyword" if ranked else "keyword"), params)
-    rows = _fetch(pool, _indexed_query(corpus, "semantic"), params, ef_search=max(EF_SEARCH, params["n"]))
+    statement = _indexed_query if where == sql.SQL("") else functools.partial(_query, where=where, exact=False)
+    keyword = _executor().submit(_fetch, pool, statement(corpus, part="ranked_keyword" if ranked else "keyword"), params)
+    rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_scored"), params,
+                  ef_search=max(EF_SEARCH, params["n"]), settings=iterative)
     seen = {r["id"] for r in rows}
     return rows + [r for r in keyword.result() if r["id"] not in seen]
 
@@ -194,6 +253,13 @@ def _normalise(values: list[float]) -> list[float]:
     if hi - lo < 1e-12:
         return [1.0 if hi > 0 else 0.0 for _ in values]
     return [(v - lo) / (hi - lo) for v in values]
+
+
+def search_params(query_text: str, query_vec, n: int) -> dict[str, Any]:
+    """The statement parameters of a search for `query_text` with `n` candidates per side (filters aside)."""
+    return {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
+            "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1, "words": query_words(query_text),
+            "idf_max_share": IDF_MAX_SHARE}
 
 
 def hybrid_search(
@@ -213,12 +279,11 @@ def hybrid_search(
     filters = filters or SearchFilters()
     if mode != "hybrid":
         semantic_weight, keyword_weight = (1.0, 0.0) if mode == "semantic" else (0.0, 1.0)
-    exact = bool(exact) or filters.is_filtered  # a filtered search is always exact
     where, params = filter_clause(corpus, filters)
-    n = max(top_k * 4, 60)
-    params |= {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
-               "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1, "words": _words(query_text),
-               "idf_max_share": IDF_MAX_SHARE}
+    if filters.is_filtered and not exact:  # exact, unless pgvector >= 0.8 can scan a large scope through the index
+        exact = not filtered_hnsw.use_index(pool, _TABLES[corpus][0], where, params)
+    exact = bool(exact)
+    params |= search_params(query_text, query_vec, max(top_k * 4, 60))
     rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates)
     if not rows:
         return []

@@ -12,7 +12,7 @@ import pytest
 
 from agent.models.corpus import Period, SearchFilters
 from agent.retrieval.availability import invalidate
-from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, or_tsquery_text
+from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, query_words
 from agent.search_service import SearchRequest, search
 from ops.ingest_runner import ingest
 
@@ -239,35 +239,56 @@ def test_available_periods_match_the_readme(ctx, corpus):
 
 
 class Scope:
-    """Every row a search may consider, with its true cosine similarity, keyword rank and keyword matches, so
-    the hybrid ranking can be recomputed in Python."""
+    """Every row a search may consider, with its true cosine similarity, keyword score and keyword matches, so
+    the hybrid ranking can be recomputed in Python from the definition in agent/retrieval/hybrid.py."""
 
     def __init__(self, ctx, query: str, vec, where: str = "", params: tuple = ()):
-        orq, andq = or_tsquery_text(query), and_tsquery_text(query)
+        andq = and_tsquery_text(query)
         with ctx.pool.connection() as conn:
+            terms = [r["lexeme"] for r in conn.execute(
+                "SELECT DISTINCT lexeme FROM unnest(%s::text[]) w, unnest(tsvector_to_array(to_tsvector('english', w)))"
+                " lexeme ORDER BY lexeme", (query_words(query),))]
+            per_term = ", ".join(f"tsv @@ quote_literal(%s)::tsquery AS m{i}, ts_rank(tsv, quote_literal(%s)::tsquery) AS r{i}"
+                                 for i in range(len(terms)))
             rows = conn.execute(
-                "SELECT id, embedding, ts_rank_cd(tsv, to_tsquery('english', %s)) AS rank,"
-                " tsv @@ to_tsquery('english', %s) AS match_or, tsv @@ to_tsquery('english', %s) AS match_and"
+                f"SELECT id, embedding, tsv @@ to_tsquery('english', %s) AS match_and, {per_term}"
                 f" FROM transcript_chunks {where}",
-                (orq, orq, andq, *params),
+                (andq, *[t for t in terms for _ in range(2)], *params),
             ).fetchall()
+            # a whole table's common terms take their document frequency from the planner's statistics
+            common = {} if where else {r["lexeme"]: r["freq"] for r in conn.execute(
+                "SELECT e.lexeme, e.freq FROM pg_stats s, unnest(s.most_common_elems::text::text[],"
+                " s.most_common_elem_freqs) e(lexeme, freq) WHERE s.tablename = 'transcript_chunks'"
+                " AND s.attname = 'tsv' AND e.lexeme IS NOT NULL")}
+            reltuples = conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'transcript_chunks'").fetchone()["reltuples"]
+            total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
         self.ids = np.array([r["id"] for r in rows])
         emb = np.stack([np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in rows])
         q = np.asarray(vec, dtype=np.float64)
         self.sims = emb @ q / (np.linalg.norm(emb, axis=1) * np.linalg.norm(q))
-        self.match_or = np.array([bool(r["match_or"]) for r in rows])
         self.match_and = np.array([bool(r["match_and"]) for r in rows])
-        self.ranks = np.where(self.match_or, np.array([float(r["rank"]) for r in rows]), 0.0)
+        n = len(rows) if where else (reltuples if reltuples >= 10000 else total)
+        self.ranks = np.zeros(len(rows))
+        self.match_rare = np.zeros(len(rows), dtype=bool)
+        for i, term in enumerate(terms):
+            held = np.array([bool(r[f"m{i}"]) for r in rows])
+            df = common[term] * n if term in common else min(int(held.sum()), KEYWORD_MATCH_CAP + 1)
+            if df == 0:
+                continue
+            idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+            self.ranks += np.where(held, idf * np.array([float(r[f"r{i}"]) for r in rows]), 0.0)
+            if df <= KEYWORD_MATCH_CAP:
+                self.match_rare |= held
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def keyword_matches(self, cap: int = KEYWORD_MATCH_CAP) -> np.ndarray:
-        """Indices of the rows keyword-only candidates come from: those holding every word (else any word),
-        and none when there are more than `cap` of them."""
-        match = self.match_and if self.match_and.any() else self.match_or
-        idx = np.where(match)[0]
-        return idx if len(idx) <= cap else idx[:0]
+        """Indices of the rows keyword-only candidates come from: those holding every word when there are
+        1..cap of them, else those holding any rare term (one held by at most cap rows)."""
+        if 0 < self.match_and.sum() <= cap:
+            return np.where(self.match_and)[0]
+        return np.where(self.match_rare)[0]
 
     def ambiguous(self, n: int) -> bool:
         """True when the n-th best similarity or keyword rank is tied (within float noise) with the next one:
@@ -279,7 +300,7 @@ class Scope:
 
     def ranking(self, n: int, top_k: int) -> tuple[dict[int, float], list[int]]:
         """0.7 x min-max(cosine) + 0.3 x min-max(rank) over the top-n semantic and top-n keyword candidates
-        (ties by id), every candidate ranked against the OR of the query words."""
+        (ties by id), every candidate scored with its idf-weighted keyword score."""
         sem = set(self.ids[np.lexsort((self.ids, -self.sims))[:n]])
         kw_idx = self.keyword_matches()
         kw = set(self.ids[kw_idx[np.lexsort((self.ids[kw_idx], -self.ranks[kw_idx]))[:n]]])
