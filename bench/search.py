@@ -218,6 +218,20 @@ def memory(ctx) -> dict:
             "btree_indexes_mb": mb(row["all_b"] - row["hnsw_b"] - row["gin_b"]), "search_working_set_mb": mb(row["all_b"])}
 
 
+def bm25_index(ctx, label: str, saved: dict) -> dict:
+    """Bring the BM25 keyword index (agent/retrieval/keyword_index.py) up to the table: its build (or catch-up)
+    seconds and its size on disk. A reused size keeps the figures of the build that made it."""
+    from agent.retrieval import keyword_index
+
+    index = keyword_index.KeywordIndex(keyword_index.index_dir(ctx.settings.data_dir, "transcript"))
+    report = index.sync(ctx.pool, "transcript")
+    size = sum(f.stat().st_size for f in index.path.rglob("*") if f.is_file())
+    if report.added == 0 and f"bm25_build_s_{label}" in saved:
+        return {f"bm25_build_s_{label}": saved[f"bm25_build_s_{label}"], f"bm25_index_mb_{label}": round(size / (1 << 20), 1)}
+    return {f"bm25_build_s_{label}": report.seconds, f"bm25_added_{label}": report.added,
+            f"bm25_index_mb_{label}": round(size / (1 << 20), 1)}
+
+
 def pg_memory_settings(ctx) -> dict:
     with ctx.pool.connection() as conn:
         return {f"pg_{k}": conn.execute(f"SHOW {k}").fetchone()[k] for k in ("shared_buffers", "maintenance_work_mem")}
@@ -272,6 +286,7 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
             out |= {f"chunks_{label}": have, f"bulk_load_chunks_per_s_{label}": round(g["loaded"] / g["load_s"], 1),
                     f"hnsw_build_s_{label}": round(g["hnsw_build_s"], 1)}
             out |= {f"{k}_{label}": v for k, v in memory(ctx).items()}
+        out |= bm25_index(ctx, label, saved)
         say(f"searching {have} chunks")
         n = min(len(queries), n_exact[label])
         figures, exact_ids = measure(ctx, queries, vecs, make_filters(full_tickers(ctx), len(queries)), label, n)
@@ -312,14 +327,14 @@ def headline(out: dict, labels: list[str]) -> dict:
 
 PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
-PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share",
+PER_SIZE = ["chunks", "semantic_part_p50_ms", "keyword_part_p50_ms", "bm25_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share",
             "keyword_no_candidates_share",
             "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
             "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s",
             "rare_term_queries", "rare_term_keyword_side_recall_at_15", "rare_term_keyword_recall_at_15",
             "rare_term_hybrid_recall_at_15", "table_mb", "hnsw_index_mb", "gin_index_mb", "btree_indexes_mb",
-            "search_working_set_mb"]
+            "search_working_set_mb", "bm25_build_s", "bm25_index_mb"]
 ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5", "ingest_chunks_per_s", "ingest_chunks",
         "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
         "load_avg_1m_start", "load_avg_1m_end", "pgvector", "pg_shared_buffers", "pg_maintenance_work_mem",
@@ -348,10 +363,12 @@ def markdown(result: dict, command: str) -> str:
                        for c in result["targets"]) or "- none: the stress case (see below)"
     body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in tables(result))
     section, _, title, vectors = PROFILES[result["embedder"]]
+    growth = GROWTH_PLOT[result["embedder"]].name
+    plot = f"How cost grows with the corpus:\n\n![search cost against corpus size]({growth})\n\n" if len(result["sizes"]) > 1 else ""
     return (f"## {title}\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}, load "
             f"average {result['load_avg_1m_start']} at the start), {result['queries']} queries, "
             f"embedded Postgres 16 + pgvector {result['pgvector']}, in {result['seconds']} s:\n\n"
-            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{NOTES}\n\n{vectors}")
+            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{plot}{NOTES}\n\n{vectors}")
 
 
 NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in ../shared/data/transcripts:
@@ -370,14 +387,18 @@ search and for the default hybrid search. `indexed_insert_chunks_per_s` = the sa
 place; `ingest_chunks_per_s` = the real path (`ops.ingest_runner.ingest`, fanout off, hash embedder so that the
 figure is the pipeline's and not the model's, a few real transcript files, on the largest table).
 
-Trade-off (agent/retrieval/hybrid.py): ts_rank_cd has no index, and ranking every chunk that holds any query word
-(about 18% of 100k chunks for these queries) cost ~316 ms p50. Keyword-only candidates are the top 60 by rank of
-the rows holding *every* query word (any word when none holds all), and only when that set has at most 500 rows in
-the search's scope; otherwise the candidates are the semantic ones. Every candidate (semantic ones too) is scored with
-its ts_rank_cd against the OR of the words. A phrase of common words thus leans on the semantic side, whose HNSW
-recall is the limit. The embedded Postgres runs with shared_buffers 1GB (ops/stack.py): at the default 128 MB the
-189 MB graph of 100k chunks did not stay in memory (hash vectors, ef_search 200, one connection: 22.3 ms p50 at
-128 MB, 14.1 ms at 1 GB)."""
+Keyword side (agent/retrieval/hybrid.py): every candidate's keyword score is BM25's idea on Postgres full text, the
+sum over the query terms it holds of the term's idf times ts_rank of that term alone. No index ranks full-text
+matches, and ranking every chunk that holds any query word (about 18% of 100k chunks for these queries) cost ~316 ms
+p50, so keyword-only candidates come from a bounded set read through the GIN index: the rows holding every query
+word when there are 1..500 of them, else the rows holding any rare term (one held by at most 500 rows). A term's
+document frequency comes from the planner's most-common-element statistics of the tsv column, or from a GIN probe
+counted only to 501, so no statement reads a long posting list. `keyword_no_candidates_share` = the share of
+queries left with semantic candidates only (a phrase of common words). Memory: `*_mb` are sizes on disk
+(`pg_table_size`, `pg_relation_size`); `search_working_set_mb` = every index of the chunk table, what a warm search
+reads and what shared_buffers must hold. The embedded Postgres sizes shared_buffers and maintenance_work_mem from
+the RAM (`auto`, ops/pg_memory.py): `pg_shared_buffers`, `pg_maintenance_work_mem`. With `--reuse`, sizes listed
+in `reused_sizes` keep the build figures of the run that built them (and the smaller sizes all their figures)."""
 
 MINILM = """Vectors: the product's default embedder is all-MiniLM-L6-v2, but embedding 100k chunks with it takes about
 two hours on these 2 cores. The bench therefore embeds each of the corpus's ~33k distinct sentences once with the real

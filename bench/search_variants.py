@@ -93,15 +93,18 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
     get no keyword-only candidates at all (every word, and the rows holding all of them, over the cap)."""
     from psycopg import sql
 
-    from agent.retrieval import hybrid
+    from agent.retrieval import hybrid, keyword_index
 
     cap = hybrid.KEYWORD_MATCH_CAP
     keyword_sql = hybrid._query("transcript", sql.SQL(""), False, "keyword")
-    sem, kw, share, over, empty = [], [], [], [], []
+    sem, kw, bm25, share, over, empty = [], [], [], [], [], []
     with ctx.pool.connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
         for text, vec in zip(queries, vecs):
             p = hybrid.search_params(text, vec, 60)
+            started = time.perf_counter()
+            p["bm25_ids"] = keyword_index.candidates(ctx.pool, "transcript", text, 60)
+            bm25.append((time.perf_counter() - started) * 1000)
             with conn.transaction():
                 conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.EF_SEARCH}")
                 started = time.perf_counter()
@@ -120,6 +123,7 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
             over.append(1.0 if matches > cap else 0.0)
             conn.commit()
     return {"semantic_part_p50_ms": round(percentile(sem, 50), 2), "keyword_part_p50_ms": round(percentile(kw, 50), 2),
+            "bm25_part_p50_ms": round(percentile(bm25, 50), 2),
             "keyword_match_share_p50": round(percentile(share, 50), 4),
             "keyword_over_cap_share": round(sum(over) / max(1, len(over)), 3),
             "keyword_no_candidates_share": round(sum(empty) / max(1, len(empty)), 3)}

@@ -23,10 +23,12 @@ config_app = typer.Typer(no_args_is_help=True, help="Inspect the effective setti
 services_app = typer.Typer(no_args_is_help=True, help="Manage the embedded Redis, Postgres and local workers.")
 db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
 ingest_app = typer.Typer(no_args_is_help=True, help="Ingest transcripts and 10-K filings.")
+index_app = typer.Typer(no_args_is_help=True, help="The BM25 keyword index of unfiltered search (derived from the database).")
 app.add_typer(config_app, name="config")
 app.add_typer(services_app, name="services")
 app.add_typer(db_app, name="db")
 app.add_typer(ingest_app, name="ingest")
+app.add_typer(index_app, name="index")
 app.add_typer(eval_app, name="eval")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -95,6 +97,23 @@ def db_upgrade():
     urls = ensure_stack(get_settings())
     applied = upgrade(urls.database_url)
     console.print("applied: " + (", ".join(applied) if applied else "nothing, schema is up to date"))
+
+
+@index_app.command("sync")
+def index_sync(rebuild: bool = typer.Option(False, help="drop the index and build it again from the chunk tables"),
+               as_json: bool = typer.Option(False, "--json")):
+    """Bring this host's BM25 index up to the chunk tables (workers' beat does it every minute)."""
+    from agent.retrieval import keyword_index
+    from ops.runtime import bootstrap
+
+    ctx = bootstrap(get_settings())
+    reports = keyword_index.sync_all(ctx.pool, ctx.settings.data_dir, rebuild=rebuild)
+    if as_json:
+        _print_json([r.model_dump() for r in reports])
+        return
+    for r in reports:
+        state = "skipped: another process is writing" if r.skipped else f"added {r.added} chunks in {r.seconds} s"
+        console.print(f"{r.corpus}: {state}; holds chunks up to id {r.watermark}")
 
 
 @db_app.command("status")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from celery import Celery
 from kombu import pools
 
 from agent.context import Context
@@ -17,7 +16,11 @@ from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
 from workers import signals  # noqa: F401  (metrics: task timings, worker shutdown, scrape targets)
-from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
+from workers.batching import BatchingCelery
+from workers.topology import (RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue,
+                              task_time_limits)
+
+KEYWORD_INDEX_SYNC_S = 60.0  # how stale the BM25 index may get; rows past it are still found by the GIN side
 
 TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
 
@@ -53,11 +56,13 @@ def _config() -> dict[str, Any]:
                                                "kwargs": {"stalled_after_s": settings.stalled_job_after_s}},
                        # a job whose worker died moves again within a heartbeat TTL plus this period
                        "recover-orphaned-tasks": {"task": RECOVER_ORPHANS.name, "schedule": WATCHDOG_PERIOD_S,
-                                                  "options": {"expires": WATCHDOG_PERIOD_S}}},
+                                                  "options": {"expires": WATCHDOG_PERIOD_S}},
+                       "sync-keyword-index": {"task": SYNC_KEYWORD_INDEX.name, "schedule": KEYWORD_INDEX_SYNC_S,
+                                              "options": {"expires": KEYWORD_INDEX_SYNC_S}}},
     )
 
 
-app = Celery("finagent", include=TASK_MODULES)
+app = BatchingCelery("finagent", include=TASK_MODULES)  # a fan-out is sent in one round trip
 app.add_defaults(_config)  # evaluated lazily, on the first read of app.conf
 
 _ctx: Context | None = None

@@ -15,8 +15,10 @@ with the corpus. The candidates therefore come from a bounded set read through t
 query (one held by at most KEYWORD_MATCH_CAP rows). A term's document frequency comes from the planner's statistics
 when they list it among the column's most common elements, otherwise from a GIN probe counted only up to the cap,
 so no statement ever reads a long posting list. A phrase of common words only ("long term") adds no keyword-only
-candidates; the semantic candidates still get their keyword score. The indexed and the exact (`exact=True`) paths
-share this definition, so they differ only in the HNSW approximation.
+candidates from the GIN side; an unfiltered search therefore also takes the top n by BM25 from the host's tantivy
+index (agent/retrieval/keyword_index.py) when one has been built, which ranks such a phrase without reading every
+match. All candidates are ranked by the same keyword score. The indexed and the exact (`exact=True`) paths share
+this definition, so they differ only in the HNSW approximation.
 
 A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
 pgvector < 0.8 an HNSW scan followed by a WHERE filter can return nothing; on pgvector >= 0.8 a large scope goes
@@ -36,7 +38,7 @@ from typing import Any, Literal
 from psycopg import sql
 
 from agent.models.corpus import SearchFilters, SearchHit
-from agent.retrieval import filtered_hnsw
+from agent.retrieval import filtered_hnsw, keyword_index
 
 Corpus = Literal["transcript", "10k"]
 
@@ -126,7 +128,8 @@ _KEYWORD = """
     use_and AS MATERIALIZED (SELECT count(*) BETWEEN 1 AND %(cap)s AS yes FROM m_and),
     m AS (SELECT id FROM m_and WHERE (SELECT yes FROM use_and)
           UNION SELECT r.id FROM words, LATERAL (SELECT id FROM {source} WHERE tsv @@ words.q LIMIT %(cap1)s) r
-                WHERE words.rare AND NOT (SELECT yes FROM use_and)),
+                WHERE words.rare AND NOT (SELECT yes FROM use_and)
+          UNION SELECT unnest(%(bm25_ids)s::int8[])),
     kw AS (SELECT s.id FROM m JOIN {source} s USING (id) ORDER BY """ + _KEYWORD_SCORE.format(row="s") + """ DESC, s.id
            LIMIT %(n)s)"""
 # keyword-only search ranks every row holding any query word: no cap, no AND pre-selection (an eval and a
@@ -259,7 +262,7 @@ def search_params(query_text: str, query_vec, n: int) -> dict[str, Any]:
     """The statement parameters of a search for `query_text` with `n` candidates per side (filters aside)."""
     return {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
             "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1, "words": query_words(query_text),
-            "idf_max_share": IDF_MAX_SHARE}
+            "idf_max_share": IDF_MAX_SHARE, "bm25_ids": []}
 
 
 def hybrid_search(
@@ -284,6 +287,8 @@ def hybrid_search(
         exact = not filtered_hnsw.use_index(pool, _TABLES[corpus][0], where, params)
     exact = bool(exact)
     params |= search_params(query_text, query_vec, max(top_k * 4, 60))
+    if where == sql.SQL("") and mode == "hybrid" and keyword_candidates == "selective":
+        params["bm25_ids"] = keyword_index.candidates(pool, corpus, query_text, params["n"])
     rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates)
     if not rows:
         return []

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from agent.models.corpus import Period, SearchFilters
+from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
 from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, query_words
 from agent.search_service import SearchRequest, search
@@ -38,6 +39,13 @@ def _drop_tickers(ctx, tickers: list[str]) -> None:
         conn.execute("DELETE FROM companies WHERE ticker = ANY(%s)", (tickers,))
     for t in tickers:
         invalidate(ctx.redis, t)
+
+
+@pytest.fixture(autouse=True)
+def no_bm25_index(monkeypatch):
+    """These tests recompute the GIN and semantic definition in Python; the workers' beat may have built a BM25 index
+    in the session's data dir meanwhile, whose candidates tests/integration/test_keyword_index.py covers."""
+    monkeypatch.setattr(keyword_index, "candidates", lambda *args, **kwargs: [])
 
 
 @pytest.fixture(scope="module")
