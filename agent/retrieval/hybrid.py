@@ -100,14 +100,15 @@ _WORDS = """
     terms AS (SELECT DISTINCT quote_literal(lexeme)::tsquery AS q, lexeme
               FROM unnest(%(words)s::text[]) w, unnest(tsvector_to_array(to_tsvector('english', w))) lexeme),
     common AS MATERIALIZED ({common}),
+    total AS MATERIALIZED ({total}),
     probes AS MATERIALIZED (
         SELECT t.q, coalesce(
             (SELECT c.freq * total.n FROM common c WHERE c.lexeme = t.lexeme),
             (SELECT count(*) FROM (SELECT 1 FROM {source} WHERE tsv @@ t.q LIMIT %(cap1)s) p)::float8) AS df
-        FROM terms t, {total} total),
+        FROM terms t, total),
     words AS MATERIALIZED (
         SELECT q, df <= %(cap)s AS rare, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
-        FROM probes, {total} total WHERE df > 0)"""
+        FROM probes, total WHERE df > 0)"""
 # the most common elements of a table's tsv column and their frequencies (pg_stats: the last three numbers of
 # most_common_elem_freqs are the minimum, the maximum and the null frequency, not elements')
 _COMMON_TERMS = """SELECT e.lexeme, e.freq FROM pg_stats s,
@@ -115,9 +116,9 @@ _COMMON_TERMS = """SELECT e.lexeme, e.freq FROM pg_stats s,
                  WHERE s.schemaname = current_schema() AND s.tablename = {table} AND s.attname = 'tsv'
                    AND e.lexeme IS NOT NULL"""
 _NO_COMMON_TERMS = "SELECT NULL::text AS lexeme, NULL::float8 AS freq WHERE false"
-_TABLE_SIZE = """(SELECT CASE WHEN c.reltuples >= 10000 THEN c.reltuples::float8
-                          ELSE (SELECT count(*) FROM {t})::float8 END AS n FROM pg_class c WHERE c.oid = {reg}::regclass)"""
-_SCOPE_SIZE = "(SELECT count(*)::float8 AS n FROM {source})"
+_TABLE_SIZE = """SELECT CASE WHEN c.reltuples >= 10000 THEN c.reltuples::float8
+                          ELSE (SELECT count(*) FROM {t})::float8 END AS n FROM pg_class c WHERE c.oid = {reg}::regclass"""
+_SCOPE_SIZE = "SELECT count(*)::float8 AS n FROM {source}"
 # A row's keyword score: the idf-weighted sum, over the query words it holds, of ts_rank of that word alone (which
 # grows with the word's count in the row, but less and less): a rare exact term outweighs any number of common ones.
 _KEYWORD_SCORE = "(SELECT coalesce(sum(w.idf * ts_rank({row}.tsv, w.q)), 0) FROM words w WHERE {row}.tsv @@ w.q)"

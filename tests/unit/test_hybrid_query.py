@@ -23,18 +23,22 @@ def _sql(corpus, filters, exact):
 
 
 def _keyword_part(text: str) -> str:
-    return text[text.index("m_and AS"):]
+    return text[text.index("terms AS"):text.index(" SELECT c.")]
 
 
 def test_indexed_and_exact_paths_share_the_keyword_definition():
     indexed, exact = _sql("transcript", SearchFilters(), False), _sql("transcript", SearchFilters(), True)
-    assert _keyword_part(indexed).replace('"transcript_chunks"', "scope", 3) == _keyword_part(exact)
+    table_reads = _keyword_part(indexed).replace('FROM "transcript_chunks" WHERE tsv', "FROM scope WHERE tsv")
+    assert table_reads.replace('JOIN "transcript_chunks" s USING', "JOIN scope s USING") == _keyword_part(exact)
     assert "ORDER BY embedding <=> %(vec)s LIMIT" in indexed  # the HNSW index
     assert "(embedding <=> %(vec)s) + 0, id" in exact  # brute force, ties by id
     for text in (indexed, exact):
-        assert "ts_rank_cd(s.tsv, to_tsquery('english', %(orq)s)) DESC, s.id" in text  # keyword ties by id
-        assert "(SELECT count(*) FROM m) <= %(cap)s" in text  # the keyword match cap
-        assert "NOT EXISTS (SELECT 1 FROM m_and)" in text  # OR only when no row holds every word
+        assert "ts_rank(s.tsv, w.q)), 0) FROM words w WHERE s.tsv @@ w.q) DESC, s.id" in text  # keyword ties by id
+        assert "count(*) BETWEEN 1 AND %(cap)s" in text  # every word's rows, when selective
+        assert "WHERE words.rare AND NOT (SELECT yes FROM use_and)" in text  # else the rare terms' rows
+        assert "LIMIT %(cap1)s" in text.split("m_and AS")[0]  # a term's frequency is probed only to the cap
+        assert "UNION SELECT unnest(%(bm25_ids)s::int8[])" in text  # BM25's candidates join the keyword side
+        assert "pg_stats" in text  # a whole table's common terms: from the planner's statistics
 
 
 def test_filtered_search_reads_a_materialized_scope():
@@ -42,4 +46,5 @@ def test_filtered_search_reads_a_materialized_scope():
     text = _sql("transcript", f, True)
     assert "scope AS MATERIALIZED (SELECT id, embedding, tsv FROM \"transcript_chunks\" WHERE ticker = ANY" in text
     assert "FROM scope WHERE tsv @@ to_tsquery('english', %(andq)s)" in text
+    assert "pg_stats" not in text and "SELECT count(*)::float8 AS n FROM scope" in text  # the scope's own frequencies
     assert '"tenk_chunks"' in _sql("10k", SearchFilters(items=["7"]), True)
