@@ -60,8 +60,13 @@ class PreparedDocument(BaseModel):
         return filed_on.isoformat() if isinstance(self.doc, FilingDoc) and filed_on else ""
 
 
-def _hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def file_hash(path: Path) -> str:
+    """The content hash of a transcript or 10-K file: the SHA-256 of its bytes. What else makes the document (the file
+    name, which gives a JSON transcript its ticker and period) is the stored source path, which `ingest` looks the
+    hash up under before reading a file any further (ops/ingest_runner.py)."""
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
 
 
 # a NUL escape in the JSON form of the document (not an escaped backslash followed by 'u0000')
@@ -88,7 +93,7 @@ def prepare_transcript(path: Path, size: int, overlap: int, ticker: str | None =
         PreparedChunk(index=i, text=c.text, speaker=c.speaker, section=c.section)
         for i, c in enumerate(chunk_turns(doc.turns, size, overlap))
     ]
-    return PreparedDocument(kind="transcript", path=str(path), content_hash=_hash(path), doc=doc, chunks=chunks)
+    return PreparedDocument(kind="transcript", path=str(path), content_hash=file_hash(path), doc=doc, chunks=chunks)
 
 
 def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None, limits: IngestLimits | None = None) -> PreparedDocument:
@@ -115,7 +120,7 @@ def prepare_10k(path: Path, size: int, overlap: int, ticker: str | None = None, 
             chunks.append(PreparedChunk(index=len(chunks), text=part, item=section.item, item_title=section.title))
     if not chunks:
         raise IngestError(path, "no text found in any 10-K item")
-    return PreparedDocument(kind="10k", path=str(path), content_hash=_hash(path), doc=doc, chunks=chunks)
+    return PreparedDocument(kind="10k", path=str(path), content_hash=file_hash(path), doc=doc, chunks=chunks)
 
 
 def _check_file(path: Path, limits: IngestLimits | None) -> IngestLimits:
@@ -131,7 +136,7 @@ def _check_file(path: Path, limits: IngestLimits | None) -> IngestLimits:
 
 def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits: IngestLimits | None = None) -> PreparedDocument:
     """A filing given as page texts (agent/ingest/filing_pages.py), with its manifest row and registry ticker."""
-    from agent.ingest.filing_pages import CHUNKING_VERSION, filing_from_pages, page_chunks
+    from agent.ingest.filing_pages import filing_from_pages, page_chunks
 
     limits = _check_file(path, limits)
     doc = filing_from_pages(path, meta, ticker, limits.max_pdf_pages)
@@ -139,12 +144,18 @@ def prepare_pages(path: Path, meta, ticker: str, size: int, overlap: int, limits
               for i, c in enumerate(page_chunks(doc, size, overlap))]
     if len(chunks) > limits.max_chunks:
         raise IngestError(path, f"{len(chunks)} chunks, over the limit of {limits.max_chunks} per document (FINAGENT_INGEST_MAX_CHUNKS)")
-    # the hash covers what the chunks are made of: the pages, the manifest row and ticker they are filed under, and
-    # how they are chunked
-    recipe = f"\n{meta.model_dump_json()}\n{ticker}\n{CHUNKING_VERSION}:{size}:{overlap}"
-    digest = hashlib.sha256(path.read_bytes() + recipe.encode()).hexdigest()
-    prepared = PreparedDocument(kind=doc.kind, path=str(path), content_hash=digest, doc=doc, chunks=chunks)
+    prepared = PreparedDocument(kind=doc.kind, path=str(path), content_hash=pages_hash(path, meta, ticker, size, overlap),
+                                doc=doc, chunks=chunks)
     return _check_storable(path, prepared)
+
+
+def pages_hash(path: Path, meta, ticker: str, size: int, overlap: int) -> str:
+    """The content hash of a pages file, computed without reading its pages: it covers what the chunks are made of,
+    the file's bytes, the manifest row and ticker they are filed under, and how they are chunked."""
+    from agent.ingest.filing_pages import CHUNKING_VERSION
+
+    recipe = f"\n{meta.model_dump_json()}\n{ticker}\n{CHUNKING_VERSION}:{size}:{overlap}"
+    return hashlib.sha256(path.read_bytes() + recipe.encode()).hexdigest()
 
 
 def prepare(kind: Kind, path: Path, size: int, overlap: int, ticker: str | None = None,

@@ -20,6 +20,19 @@ def existing_hash(conn, prepared: PreparedDocument) -> str | None:
     return row["content_hash"] if row else None
 
 
+def stored_hashes(conn, paths: list[str], kinds: list[str] | None = None) -> dict[tuple[str, str], int]:
+    """(source path, content hash) -> chunks, of every stored document read from one of `paths` (of `kinds`, when
+    given), in one query: a file whose path and hash are stored here was ingested as it is now."""
+    rows = conn.execute(
+        "SELECT d.source_path, d.content_hash,"
+        " (SELECT count(*) FROM transcript_chunks c WHERE c.document_id = d.id)"
+        " + (SELECT count(*) FROM tenk_chunks c WHERE c.document_id = d.id) AS chunks"
+        " FROM documents d WHERE d.source_path = ANY(%s) AND (%s::text[] IS NULL OR d.kind = ANY(%s::text[]))",
+        (paths, kinds, kinds),
+    ).fetchall()
+    return {(r["source_path"], r["content_hash"]): r["chunks"] for r in rows}
+
+
 def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> Outcome:
     doc = prepared.doc
     assert len(embeddings) == len(prepared.chunks)
