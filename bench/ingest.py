@@ -2,6 +2,7 @@
 against today's torch path (sentence-transformers) in the same run, with the quality guard.
 
     .venv/bin/python bench/ingest.py [--json] [--no-write] [--files N] [--part all|even|odd] [--data-dir DIR]
+    .venv/bin/python bench/ingest.py --scale [--embedders hash,local] [--files N] [--pages N] [--json] [--no-write]
 
 Speed: real transcript files from ../shared/data/transcripts go through `ops.ingest_runner.ingest` (parse, chunk into
 1,000-character chunks, embed, write to a private embedded Postgres + pgvector), once per embedder, with the tables and
@@ -14,6 +15,12 @@ vector, the overlap of each question's top 15 chunks with the torch top 15, and 
 evidence page is in the top 15 (page recall@15) under each embedder.
 
 `--part even|odd` takes every other transcript file and question (even: where the settings were chosen; odd: held out).
+
+At scale (`--scale`, its own section "Ingestion at scale"): every transcript file, then every FinanceBench pages
+file (`ops.financebench_ingest.ingest_financebench`, what `finagent ingest pages` runs), through the real ingest path
+inline, once per embedder (the hash embedder: the pipeline's own cost; the local model: the real cost), each pass in
+a process of its own so that its peak RSS is its own; then the same ingest again over the unchanged corpus, with the
+stored-hash lookup and, as the baseline, parsing every file before comparing hashes.
 """
 from __future__ import annotations
 
@@ -21,6 +28,8 @@ import argparse
 import gzip
 import json
 import os
+import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -178,7 +187,7 @@ def quality(vecs: np.ndarray, ref_vecs: np.ndarray, tops: np.ndarray, ref_tops: 
 # --- the run ----------------------------------------------------------------------------------
 
 def run(ctx, settings, args: argparse.Namespace, say) -> dict:
-    files = transcript_files(args.transcripts, args.files, args.part)
+    files = transcript_files(args.transcripts, args.files or 8, args.part)
     qs = questions(args.financebench, args.questions, args.part)
     pool = page_chunks(args.financebench, qs)
     texts = [c.text for c in pool]
@@ -211,6 +220,176 @@ def run(ctx, settings, args: argparse.Namespace, say) -> dict:
             "speedup": round(out["local_chunks_per_s"] / out["reference_chunks_per_s"], 2),
             "load_avg_1m_end": round(os.getloadavg()[0], 2)}
     return out
+
+
+# --- at scale: the whole corpus, each pass in its own process ------------------------------------
+
+SCALE_TARGETS = [("reingest_s", "<", 10.0)]
+CORPORA = ("transcripts", "financebench")
+
+
+def pages_docs(folder: Path, n: int | None) -> list[str]:
+    """The FinanceBench documents with a pages file: all, or n spread over the sorted list."""
+    from agent.ingest.filing_pages import PAGES_SUFFIX, doc_name_of
+
+    names = sorted(doc_name_of(f) for f in (folder / "pages").glob(f"*{PAGES_SUFFIX}"))
+    if not names:
+        raise SystemExit(f"no FinanceBench pages files in {folder / 'pages'}")
+    if n is None or n >= len(names):
+        return names
+    step = max(1, len(names) // n)
+    return names[::step][:n]
+
+
+def scale_pass(spec: dict) -> dict:
+    """One ingest in this process (on the stack the parent started), as `finagent ingest ... --inline` runs it: the
+    report's figures and this process's peak RSS. The model is loaded before the clock starts when spec["load"]."""
+    os.environ["FINAGENT_EMBEDDING_PROVIDER"] = spec["embedder"]
+    with common.stdout_to_stderr():
+        from agent.db import close_pools
+        from agent.settings import get_settings
+        from ops.financebench_ingest import ingest_financebench
+        from ops.ingest_runner import ingest
+        from ops.runtime import bootstrap
+
+        ctx = bootstrap(get_settings())
+        load_s = None
+        if spec["load"]:
+            started = time.perf_counter()
+            ctx.embedder.inner.embed(["warm-up"])  # the model itself, past the cache
+            load_s = round(time.perf_counter() - started, 2)
+        skip = not spec["parse_all"]
+        started = time.perf_counter()
+        if spec["corpus"] == "transcripts":
+            report = ingest(ctx, "transcript", [Path(p) for p in spec["paths"]], fanout=False, quiet=True,
+                            skip_by_stored_hash=skip)
+        else:
+            report = ingest_financebench(ctx, Path(spec["folder"]), doc_names=set(spec["docs"]), fanout=False,
+                                         skip_by_stored_hash=skip)
+        seconds = time.perf_counter() - started
+        close_pools()
+    statuses: dict[str, int] = {}
+    for f in report.files:
+        statuses[f.status] = statuses.get(f.status, 0) + 1
+    kb = 1024  # ru_maxrss is in KiB on Linux
+    return {"files": len(report.files), "chunks": report.chunks_embedded, "seconds": round(seconds, 2),
+            "statuses": statuses, "errors": [f.reason for f in report.errors][:3], "load_s": load_s,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb),
+            "children_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb)}
+
+
+def run_pass(spec: dict, say) -> dict:
+    """scale_pass in a child process; adds the command's wall time (start-up, imports, connecting, model load)."""
+    say(f"{spec['embedder']}: {spec['corpus']} ({spec['run']})")
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--scale-pass", json.dumps(spec)],
+                          stdout=subprocess.PIPE, text=True, cwd=common.ROOT)
+    if proc.returncode:
+        raise RuntimeError(f"scale pass {spec['corpus']}/{spec['embedder']}/{spec['run']} exited {proc.returncode}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["command_s"] = round(time.perf_counter() - started, 2)
+    if out["errors"]:
+        raise RuntimeError(f"ingest failed: {out['errors']}")
+    if spec["run"] != "first" and (out["chunks"] or set(out["statuses"]) != {"unchanged"}):
+        raise RuntimeError(f"re-ingest of the unchanged corpus changed something: {out['statuses']}")
+    if out["chunks"] and out["seconds"]:
+        out["chunks_per_s"] = round(out["chunks"] / out["seconds"], 1)
+    return out
+
+
+def stored_pages(ctx) -> int:
+    """Pages with at least one chunk, over the stored filings."""
+    with ctx.pool.connection() as conn:
+        return conn.execute("SELECT count(*) AS n FROM (SELECT DISTINCT document_id, page FROM tenk_chunks) p").fetchone()["n"]
+
+
+def run_scale(ctx, settings, args: argparse.Namespace, say) -> dict:
+    files = [str(f) for f in transcript_files(args.transcripts, args.files or 10**6, "all")]
+    docs = pages_docs(args.financebench, args.pages)
+    base = {"paths": files, "folder": str(args.financebench), "docs": docs}
+    out: dict = {"transcript_files": len(files), "financebench_docs": len(docs),
+                 "financebench_docs_available": len(pages_docs(args.financebench, None)), "embedders": args.embedders,
+                 "backend": settings.embedding_backend, "quantize": settings.embedding_quantize,
+                 "threads": settings.embedding_threads or os.cpu_count(), **common.machine(),
+                 "load_avg_1m_start": round(os.getloadavg()[0], 2), "passes": []}
+    for i, embedder in enumerate(args.embedders):
+        reset_corpus(ctx)
+        for corpus in CORPORA:
+            first = run_pass(base | {"corpus": corpus, "embedder": embedder, "run": "first", "parse_all": False,
+                                     "load": embedder != "hash"}, say)
+            if corpus == "financebench":
+                first["pages"] = stored_pages(ctx)
+            out["passes"].append({"corpus": corpus, "embedder": embedder, "run": "first"} | first)
+            out |= {f"{embedder}_{corpus}_{k}": first.get(k) for k in ("chunks", "seconds", "chunks_per_s", "peak_rss_mb")}
+            if i == 0:  # the re-ingest reads no model, whichever embedder: measured once, on the first one's corpus
+                for run, parse_all in (("again", False), ("again_parse_all", True)):
+                    again = run_pass(base | {"corpus": corpus, "embedder": embedder, "run": run, "parse_all": parse_all,
+                                             "load": False}, say)
+                    out["passes"].append({"corpus": corpus, "embedder": embedder, "run": run} | again)
+                    key = "reingest" if run == "again" else "reingest_parse_all"
+                    out |= {f"{key}_{corpus}_s": again["seconds"], f"{key}_{corpus}_command_s": again["command_s"],
+                            f"{key}_{corpus}_peak_rss_mb": again["peak_rss_mb"]}
+    out["financebench_pages"] = next((p["pages"] for p in out["passes"] if "pages" in p), None)
+    for key in ("reingest", "reingest_parse_all"):
+        out[f"{key}_s"] = round(sum(out[f"{key}_{c}_s"] for c in CORPORA), 2)
+        out[f"{key}_command_s"] = round(sum(out[f"{key}_{c}_command_s"] for c in CORPORA), 2)
+    out["peak_rss_mb"] = max(p["peak_rss_mb"] for p in out["passes"])
+    out["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+PASS_COLUMNS = ("corpus", "embedder", "run", "files", "pages", "chunks", "seconds", "chunks_per_s", "load_s",
+                "peak_rss_mb", "children_peak_rss_mb", "command_s")
+SCALE_RUN = ["transcript_files", "financebench_docs", "financebench_docs_available", "financebench_pages", "embedders",
+             "backend", "quantize", "threads", "cpu_count", "load_avg_1m_start", "load_avg_1m_end", "seconds"]
+
+
+def scale_tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
+    rows = [tuple(p.get(c) for c in PASS_COLUMNS) for p in result["passes"]]
+    run = [(k, ", ".join(v) if isinstance(v, list) else v) for k, v in ((k, result.get(k)) for k in SCALE_RUN)]
+    return [("each pass (first: an empty corpus; again: the unchanged corpus, stored-hash lookup; again_parse_all: the"
+             " unchanged corpus, every file parsed and chunked before its hash is compared, the check before the lookup)",
+             PASS_COLUMNS, rows), ("run", ("figure", "value"), run)]
+
+
+SCALE_NOTES = """Method: each pass is one process running the real ingest path inline, as `finagent ingest transcripts
+DIR --inline` and `finagent ingest pages DIR --inline` do (`ops.ingest_runner.ingest`,
+`ops.financebench_ingest.ingest_financebench`): parse, chunk, embed through the product's `CachedEmbedder`, write each
+document in one transaction, on the bench's private embedded Postgres + pgvector (HNSW indexes in place) and Redis.
+The documents and the embedding cache are emptied before each embedder's first passes. `seconds` is the ingest call
+(for FinanceBench it includes registering the manifest's companies: about 2 s the first time in a process, when the
+SEC ticker list is loaded for their exchange symbols); `command_s` adds the process's start-up, imports, connecting
+and, with the local model, its loading (`load_s`, done before the clock starts). `peak_rss_mb` is the pass's process peak RSS (`ru_maxrss`), and
+`children_peak_rss_mb` that of any process it waited for; the Postgres and Redis servers, shared by every pass, are
+not counted. Inline ingest parses every file before embedding any, so the peak grows with the files that need
+embedding. The re-ingest runs once, after the first embedder's passes, and reads no model: a file is unchanged when a
+stored document has its source path and the content hash it would be stored under (its bytes' SHA-256; for a pages
+file with its manifest row, ticker and chunking recipe), all read in one query; `again_parse_all` is the same run
+parsing and chunking every file first, as re-ingest did before."""
+
+
+def scale_markdown(result: dict, command: str) -> str:
+    checks = "\n".join(f"- **{c['status']}** `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
+                       for c in result["targets"])
+    body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in scale_tables(result))
+    have = result["financebench_docs_available"]
+    fb = (f"all {have} FinanceBench documents with pages" if result["financebench_docs"] >= have
+          else f"{result['financebench_docs']} of the {have} FinanceBench documents with pages (`--pages`)")
+    line = (f"re-ingest of unchanged corpus: {result['reingest_s']} s (transcripts {result['reingest_transcripts_s']} s,"
+            f" FinanceBench {result['reingest_financebench_s']} s; {result['reingest_command_s']} s as two commands);"
+            f" parsing every file first, as before: {result['reingest_parse_all_s']} s")
+    if "local" not in result["embedders"]:
+        line += "\n\nThe local model's passes were not run here (`--embedders hash,local`, the default, runs both)."
+    load = max(result.get("load_avg_1m_start") or 0, result.get("load_avg_1m_end") or 0)
+    if load > 1:
+        line += (f"\n\nThe machine was shared (load average {result.get('load_avg_1m_start')} at the start,"
+                 f" {result.get('load_avg_1m_end')} at the end, on {result['cpu_count']} CPUs): read the speeds and"
+                 " seconds as those of a busy machine.")
+    return (f"## Ingestion at scale\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}), in "
+            f"{result['seconds']} s, over {result['transcript_files']} transcript files and {fb} "
+            f"({result['financebench_pages']} pages with text), with the {' and the '.join(result['embedders'])} "
+            f"embedder{'s' if len(result['embedders']) > 1 else ''}:\n\n```\n{command}\n```\n\n{line}\n\nTargets:\n\n"
+            f"{checks}\n\n{body}\n\n{SCALE_NOTES}")
 
 
 # --- reporting --------------------------------------------------------------------------------
@@ -261,13 +440,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
     p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
     p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
-    p.add_argument("--files", type=int, default=8, help="transcript files to ingest per embedder")
+    p.add_argument("--files", type=int, help="transcript files to ingest per embedder (default: 8; at scale, all)")
+    p.add_argument("--scale", action="store_true", help="the whole corpus through the real ingest path, and its re-ingest")
+    p.add_argument("--pages", type=int, help="at scale, this many FinanceBench documents (pages files; default: all)")
+    p.add_argument("--embedders", type=lambda v: v.split(","),
+                   help="at scale, the embedders in order, comma-separated (default: hash,local)")
     p.add_argument("--questions", type=int, default=20, help="FinanceBench questions of the quality check")
     p.add_argument("--part", choices=("all", "even", "odd"), default="all",
                    help="every file and question, or every other one (even: development half; odd: held-out half)")
     p.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
     p.add_argument("--financebench", type=Path, default=FINANCEBENCH)
     args = p.parse_args(argv)
+    if args.scale and args.part != "all":
+        p.error("--scale takes the whole corpus: no --part")
+    if not args.scale and (args.pages is not None or args.embedders is not None):
+        p.error("--pages and --embedders go with --scale")
+    args.embedders = args.embedders or ["hash", "local"]
+    if not args.embedders or set(args.embedders) - {"hash", "local"}:
+        p.error("--embedders: hash and/or local")
     for folder in (args.transcripts, args.financebench):
         if not folder.is_dir():
             p.error(f"no data directory at {folder} (the real data sits beside the repository: ../shared/data)")
@@ -275,12 +465,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--scale-pass"]:  # one pass of the scale part, in a process of its own (run_pass)
+        print(json.dumps(scale_pass(json.loads(argv[1]))))
+        return 0
     args = parse_args(argv)
     say = lambda msg: print(f"[bench:ingest] {msg}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     with common.private_stack(args.data_dir, embedding_provider="local", llm_provider="extractive") as ctx:
-        result = run(ctx, ctx.settings, args, say)
+        result = (run_scale if args.scale else run)(ctx, ctx.settings, args, say)
     result["seconds"] = round(time.perf_counter() - started, 1)
+    if args.scale:
+        result["targets"] = common.check_targets(result, SCALE_TARGETS)
+        return common.finish("ingest.py", argv, args, "ingest-scale", result, scale_markdown, scale_tables)
     result["targets"] = common.check_targets(result, TARGETS)
     return common.finish("ingest.py", argv, args, "ingest" if args.part == "all" else f"ingest-{args.part}", result, markdown, tables)
 
