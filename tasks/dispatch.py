@@ -18,13 +18,18 @@ once per round in the same iteration, so its advance and group ids carry the rou
 """
 from __future__ import annotations
 
+import logging
+
 from celery import chain, chord
 from celery.canvas import Signature
 
 from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall
 from agent.persistence.jobstore import JobRow
 from workers.app import app, context
+from workers.batching import one_publish_batch
 from workers.topology import ADVANCE, CALL_TASKS, queue_for
+
+log = logging.getLogger(__name__)
 
 
 def start_task_id(job_id: str) -> str:
@@ -81,7 +86,22 @@ def fan_out_canvas(job_id: str, done_step: str, calls: list[TaskCall], iteration
 
 
 def fan_out(job_id: str, done_step: str, calls: list[TaskCall], iteration: int, batch: bool) -> None:
-    fan_out_canvas(job_id, done_step, calls, iteration, batch, parallel=context().settings.fanout).apply_async()
+    """Send the calls. A chord's messages go to Redis in one pipeline (the first at once, workers/batching.py); if that
+    fails, the same messages are sent again one by one, each with Celery's publish retries. A message the failed batch
+    did deliver then arrives twice under the same id, which adds nothing: outputs are keyed, and the backend counts a
+    chord part once per task id (as when recovery re-sends a step)."""
+    parallel = context().settings.fanout
+    canvas = fan_out_canvas(job_id, done_step, calls, iteration, batch, parallel=parallel)
+    if not isinstance(canvas, chord):
+        canvas.apply_async()  # one message: nothing to batch
+        return
+    try:
+        with one_publish_batch(app):
+            canvas.apply_async()
+    except Exception as exc:
+        log.warning("job %s: the fan-out after %s sent in one batch failed (%s); sending it again message by message",
+                    job_id, done_step, exc)
+        fan_out_canvas(job_id, done_step, calls, iteration, batch, parallel=parallel).apply_async()
 
 
 class CeleryDispatcher:
