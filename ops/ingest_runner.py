@@ -1,6 +1,7 @@
 """`finagent ingest`: parse and chunk locally, embed in batches fanned out over the workers, write atomically."""
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,10 @@ from agent.context import Context
 from agent.ingest.documents import IngestLimits, Kind, PreparedDocument, expand_paths, file_hash, prepare
 from agent.ingest.errors import IngestError
 from agent.ingest.store import existing_hash, stored_hashes, write_document
+from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
+
+log = logging.getLogger(__name__)
 
 
 class FileOutcome(BaseModel):
@@ -223,4 +227,15 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                     w.result()  # store() reports its own failures; anything else is a bug and is raised
         report.chunks_embedded = total
     report.seconds = time.perf_counter() - started
+    if any(f.status in ("added", "replaced") for f in report.files):
+        sync_keyword_index(ctx)
     return report
+
+
+def sync_keyword_index(ctx: Context) -> None:
+    """The new chunks join this host's BM25 index now rather than at the next beat. Derived data: a failure here
+    leaves the chunks to the GIN side and the next sync, and never fails the ingest."""
+    try:
+        keyword_index.sync_all(ctx.pool, ctx.settings.data_dir)
+    except Exception:
+        log.warning("BM25 index sync after ingest failed; the workers' beat retries it", exc_info=True)

@@ -187,8 +187,8 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
     if part in ("both", "keyword", "semantic_scored"):
         if where == sql.SQL(""):  # the whole table: its statistics know the common terms
-            total = sql.SQL(_TABLE_SIZE).format(t=t, reg=sql.Literal(table))
-            common = sql.SQL(_COMMON_TERMS).format(table=sql.Literal(table))
+            total: sql.Composable = sql.SQL(_TABLE_SIZE).format(t=t, reg=sql.Literal(table))
+            common: sql.Composable = sql.SQL(_COMMON_TERMS).format(table=sql.Literal(table))
         else:
             total = sql.SQL(_SCOPE_SIZE).format(source=source)
             common = sql.SQL(_NO_COMMON_TERMS)

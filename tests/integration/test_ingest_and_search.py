@@ -58,6 +58,10 @@ def ingested(ctx, workers, shared_data) -> SimpleNamespace:
         invalidate(ctx.redis, t)
     calls_before = ctx.embedder.model_calls
     report = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=True, quiet=True)
+    # the keyword score reads the planner's statistics: settle them now, or autovacuum's ANALYZE could change them
+    # between a test's Python reference and its search
+    with ctx.pool.connection() as conn:
+        conn.execute("ANALYZE transcript_chunks")
     return SimpleNamespace(report=report, local_model_calls=ctx.embedder.model_calls - calls_before)
 
 
