@@ -106,14 +106,14 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
             p["bm25_ids"] = keyword_index.candidates(ctx.pool, "transcript", text, 60)
             bm25.append((time.perf_counter() - started) * 1000)
             with conn.transaction():
-                conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.EF_SEARCH}")
+                conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.ef_search_for(ctx.pool, 'transcript')}")
                 started = time.perf_counter()
                 conn.execute("SELECT id FROM transcript_chunks ORDER BY embedding <=> %s LIMIT 60", (vec,)).fetchall()
                 sem.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             got = conn.execute(keyword_sql, p).fetchall()
             kw.append((time.perf_counter() - started) * 1000)
-            empty.append(1.0 if not got else 0.0)
+            empty.append(0.0 if any(r["id"] is not None for r in got) else 1.0)
             matches = conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)",
                                    (p["andq"],)).fetchone()["n"]
             if not matches:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -49,6 +50,22 @@ _TABLES = {
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
 KEYWORD_MATCH_CAP = 500  # a match set (or a term) of at most this many rows is selective: its rows are candidates
 EF_SEARCH = 150  # hnsw.ef_search of the unfiltered path (at least n); recall vs latency in docs/benchmarks.md
+# A larger graph needs a wider beam for the same recall: at a million chunks ef 150 found 0.86 of the exact semantic
+# top 15, ef 250-600 about 0.93 (docs/benchmarks.md). Tables over LARGE_TABLE rows search with EF_SEARCH_LARGE.
+LARGE_TABLE, EF_SEARCH_LARGE = 300_000, 400
+_SIZE_TTL_S = 60.0
+_sizes: dict[tuple[str, str], tuple[float, float]] = {}
+
+
+def ef_search_for(pool, corpus: Corpus) -> int:
+    """The unfiltered path's ef_search for the table's size (the planner's row estimate, re-read once a minute)."""
+    key = (str(getattr(pool, "conninfo", id(pool))), corpus)
+    now = time.monotonic()
+    if key not in _sizes or now - _sizes[key][1] > _SIZE_TTL_S:
+        with pool.connection() as conn:
+            row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (_TABLES[corpus][0],)).fetchone()
+        _sizes[key] = (float(row["reltuples"]), now)
+    return EF_SEARCH_LARGE if _sizes[key][0] > LARGE_TABLE else EF_SEARCH
 
 
 def query_words(text: str) -> list[str]:
@@ -102,12 +119,12 @@ _WORDS = """
     common AS MATERIALIZED ({common}),
     total AS MATERIALIZED ({total}),
     probes AS MATERIALIZED (
-        SELECT t.q, coalesce(
+        SELECT t.q, t.lexeme, coalesce(
             (SELECT c.freq * total.n FROM common c WHERE c.lexeme = t.lexeme),
             (SELECT count(*) FROM (SELECT 1 FROM {source} WHERE tsv @@ t.q LIMIT %(cap1)s) p)::float8) AS df
         FROM terms t, total),
     words AS MATERIALIZED (
-        SELECT q, df <= %(cap)s AS rare, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
+        SELECT q, lexeme, df <= %(cap)s AS rare, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
         FROM probes, total WHERE df > 0)"""
 # the most common elements of a table's tsv column and their frequencies (pg_stats: the last three numbers of
 # most_common_elem_freqs are the minimum, the maximum and the null frequency, not elements')
@@ -158,9 +175,19 @@ _SCORED = """
     SELECT {cols}, 1 - (c.embedding <=> %(vec)s) AS sim, {rank} AS rank
     FROM {cand} JOIN {t} c USING (id)"""
 _TS_RANK = "ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s))"
-# "semantic_scored": the semantic candidates with the selective keyword side's score (hybrid's indexed path runs
-# them and "keyword" as two statements at once)
-Part = Literal["both", "both_ranked", "semantic", "semantic_scored", "keyword", "ranked_keyword", "idf_keyword"]
+# Hybrid's indexed path runs two statements at once: "semantic_terms", the semantic candidates each with ts_rank of
+# every query term it holds (`term_ranks`), and "keyword", the keyword candidates scored, each row also carrying the
+# terms' idf (`idfs`, and one row of idfs alone when there is no keyword candidate). The semantic candidates' keyword
+# score is then summed in Python (term_score), so the terms' frequencies are probed once per search, not twice.
+Part = Literal["both", "both_ranked", "semantic", "semantic_terms", "keyword", "ranked_keyword", "idf_keyword"]
+_TERM_RANKS = """(SELECT coalesce(jsonb_object_agg(t.lexeme, ts_rank(c.tsv, t.q)), '{}'::jsonb)
+                  FROM terms t WHERE c.tsv @@ t.q)"""
+_TERMS_ONLY = """
+    terms AS (SELECT DISTINCT quote_literal(lexeme)::tsquery AS q, lexeme
+              FROM unnest(%(words)s::text[]) w, unnest(tsvector_to_array(to_tsvector('english', w))) lexeme)"""
+_WITH_IDFS = """
+    SELECT s.*, i.idfs FROM (SELECT coalesce(jsonb_object_agg(lexeme, idf), '{{}}'::jsonb) AS idfs FROM words) i
+    LEFT JOIN ({scored}) s ON true"""
 Mode = Literal["hybrid", "semantic", "keyword"]  # which side of the search ranks: both fused, or one alone
 # Where hybrid's keyword-only candidates come from: "selective" (the rows holding all the words, capped, see the
 # module's docstring) or "ranked" (the top n by rank of every row holding any word: deeper, slower).
@@ -183,9 +210,11 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     else:  # a large filtered scope on pgvector >= 0.8: an iterative HNSW scan (agent/retrieval/filtered_hnsw.py)
         source = sql.SQL("(SELECT * FROM {t} {where})").format(t=t, where=where)
         order = sql.SQL("embedding <=> %(vec)s")
-    if part in ("both", "both_ranked", "semantic", "semantic_scored"):
+    if part in ("both", "both_ranked", "semantic", "semantic_terms"):
         ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
-    if part in ("both", "keyword", "semantic_scored"):
+    if part == "semantic_terms":
+        ctes.append(sql.SQL(_TERMS_ONLY))
+    if part in ("both", "keyword"):
         if where == sql.SQL(""):  # the whole table: its statistics know the common terms
             total: sql.Composable = sql.SQL(_TABLE_SIZE).format(t=t, reg=sql.Literal(table))
             common: sql.Composable = sql.SQL(_COMMON_TERMS).format(table=sql.Literal(table))
@@ -200,12 +229,14 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     if part == "idf_keyword":
         ctes.append(sql.SQL(_IDF_KEYWORD).format(source=source))
     union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
-    cand = {"both": union, "both_ranked": union, "semantic": "sem", "semantic_scored": "sem"}.get(part, "kw")
+    cand = {"both": union, "both_ranked": union, "semantic": "sem", "semantic_terms": "sem"}.get(part, "kw")
     # the IDF rank is computed with its candidates; the selective keyword side ranks by its own idf score
-    scored_parts = ("both", "keyword", "semantic_scored")
-    rank = "kw.rank" if part == "idf_keyword" else _KEYWORD_SCORE.format(row="c") if part in scored_parts else _TS_RANK
+    rank = {"idf_keyword": "kw.rank", "both": _KEYWORD_SCORE.format(row="c"), "keyword": _KEYWORD_SCORE.format(row="c"),
+            "semantic_terms": _TERM_RANKS}.get(part, _TS_RANK)
     scored = sql.SQL(_SCORED).format(
         cand=sql.SQL(cand), t=t, rank=sql.SQL(rank), cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))
+    if part == "keyword":
+        scored = sql.SQL(_WITH_IDFS).format(scored=scored)
     return sql.SQL("WITH ") + sql.SQL(",\n").join(ctes) + scored
 
 
@@ -240,16 +271,26 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     iterative = None if exact or where == sql.SQL("") else filtered_hnsw.SETTINGS
     if mode == "semantic":
         return _fetch(pool, _query(corpus, where, exact, "semantic"), params,
-                      ef_search=None if exact else max(EF_SEARCH, params["n"]), settings=iterative)
+                      ef_search=None if exact else max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
     ranked = keyword_candidates == "ranked"
     if exact:
         return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), params)
     statement = _indexed_query if where == sql.SQL("") else functools.partial(_query, where=where, exact=False)
     keyword = _executor().submit(_fetch, pool, statement(corpus, part="ranked_keyword" if ranked else "keyword"), params)
-    rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_scored"), params,
-                  ef_search=max(EF_SEARCH, params["n"]), settings=iterative)
+    rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_terms"), params,
+                  ef_search=max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
+    keyword_rows = keyword.result()
+    if not ranked:
+        idfs = keyword_rows[0]["idfs"] if keyword_rows else {}
+        rows = [r | {"rank": term_score(r["rank"], idfs)} for r in rows]
+        keyword_rows = [r for r in keyword_rows if r["id"] is not None]
     seen = {r["id"] for r in rows}
-    return rows + [r for r in keyword.result() if r["id"] not in seen]
+    return rows + [r for r in keyword_rows if r["id"] not in seen]
+
+
+def term_score(term_ranks: dict[str, float], idfs: dict[str, float]) -> float:
+    """The keyword score (_KEYWORD_SCORE) from a row's per-term ts_rank and the terms' idf."""
+    return sum(idfs[lexeme] * rank for lexeme, rank in term_ranks.items() if lexeme in idfs)
 
 
 def _normalise(values: list[float]) -> list[float]:

@@ -62,7 +62,7 @@ def test_pgvector_0_8_uses_the_index_only_for_a_large_scope():
 def test_the_iterative_statement_filters_inside_the_index_scan():
     filters = SearchFilters(tickers=["ACME"], periods=[Period(fiscal_year=2023, fiscal_quarter=2)])
     where, _ = filter_clause("transcript", filters)
-    text = " ".join(_query("transcript", where, False, "semantic_scored").as_string(None).split())
+    text = " ".join(_query("transcript", where, False, "semantic_terms").as_string(None).split())
     assert "MATERIALIZED (SELECT id, embedding, tsv" not in text  # no exact scope
     assert "FROM (SELECT * FROM \"transcript_chunks\" WHERE ticker = ANY(%(tickers)s)" in text
     assert "ORDER BY embedding <=> %(vec)s LIMIT %(n)s" in text and "%(vec)s) + 0" not in text
