@@ -5,7 +5,7 @@ index builds fast only while its graph fits in maintenance_work_mem (pgvector fa
 build). Both grow linearly with the corpus: bench/search.py --scale 1m measured, at a million 384-dimension chunks,
 1.7 GB of HNSW graph, 0.23 GB of GIN and 0.06 GB of btrees (about 2 GB that every warm search reads) beside a
 3.6 GB table (docs/benchmarks.md, "search-1m"). "auto" therefore gives the buffer cache a quarter of the RAM (at
-most 8 GB) and index builds an eighth (at most 4 GB): from a 12 GB machine up, a million chunks' indexes stay in
+most 8 GB) and index builds an eighth (at most 4 GB): from a 16 GB machine up, a million chunks' indexes stay in
 the cache and their graph builds in memory.
 """
 from __future__ import annotations
