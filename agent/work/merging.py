@@ -23,10 +23,18 @@ class Merged(BaseModel):
 
 
 def overlap(left: str, right: str, longest: int = 800) -> int:
-    """The length of the longest end of `left` that `right` starts with (at least MIN_OVERLAP, else 0)."""
-    for k in range(min(len(left), len(right), longest), MIN_OVERLAP - 1, -1):
-        if left.endswith(right[:k]):
-            return k
+    """The length of the longest end of `left` that `right` starts with (at least MIN_OVERLAP, else 0, and at most
+    `longest`). Only where `right`'s first MIN_OVERLAP characters occur in `left`'s tail can a shared end begin, so
+    those places are tried, longest first, instead of every length (which took milliseconds per job's evidence)."""
+    most = min(len(left), len(right), longest)
+    if most < MIN_OVERLAP:
+        return 0
+    lead = right[:MIN_OVERLAP]
+    start = len(left) - most
+    while (at := left.find(lead, start)) != -1 and len(left) - at >= MIN_OVERLAP:
+        if right.startswith(left[at:]):
+            return len(left) - at
+        start = at + 1
     return 0
 
 

@@ -1,6 +1,9 @@
 """Adjacent chunks of one document and one speaker's turn become one passage; their shared text appears once."""
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agent.models.research import Evidence
 from agent.work.merging import merge_adjacent, overlap
 
@@ -57,3 +60,26 @@ def test_the_chunkers_own_pieces_of_a_long_turn_merge_back_into_the_turn():
     assert out.merged == {"ACME:2024_q4": len(pieces) - 1}
     repeated = sum(len(e.text) for e in evidence) - len(out.evidence[0].text)
     assert out.chars_saved["ACME:2024_q4"] == repeated and out.tokens_saved("ACME:2024_q4") > 0
+
+
+def _overlap_by_every_length(left: str, right: str, longest: int = 800) -> int:
+    """The definition overlap() had before it searched only where a shared end can begin: every length, longest first."""
+    for k in range(min(len(left), len(right), longest), 19, -1):
+        if left.endswith(right[:k]):
+            return k
+    return 0
+
+
+@settings(max_examples=400, deadline=None)
+@given(shared=st.text("ab ", max_size=60), left=st.text("ab ", max_size=40), right=st.text("ab ", max_size=40),
+       longest=st.sampled_from([800, 30, 20, 19, 5]))
+def test_overlap_is_the_longest_shared_end_as_defined_by_every_length(shared, left, right, longest):
+    # a two-letter alphabet repeats itself everywhere: the worst case for a search that skips lengths
+    for a, b in ((left + shared, shared + right), (left, right), (shared, shared)):
+        assert overlap(a, b, longest) == _overlap_by_every_length(a, b, longest)
+
+
+def test_overlap_finds_a_long_shared_stretch_but_none_over_800_characters():
+    stretch = "".join(f"Sentence {i} of the remarks. " for i in range(40))[:900]
+    assert overlap("Lead-in. " + stretch[:700], stretch[:700] + " More.") == 700
+    assert overlap("Lead-in. " + stretch, stretch + " More.") == 0  # 900 shared characters: longer than any overlap
