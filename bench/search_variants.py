@@ -104,6 +104,7 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
             p = hybrid.search_params(text, vec, 60)
             started = time.perf_counter()
             p["bm25_ids"] = keyword_index.candidates(ctx.pool, "transcript", text, 60)
+            p["and_probe"] = not p["bm25_ids"]
             bm25.append((time.perf_counter() - started) * 1000)
             with conn.transaction():
                 conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.ef_search_for(ctx.pool, 'transcript')}")

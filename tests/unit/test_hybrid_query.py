@@ -28,7 +28,7 @@ def _keyword_part(text: str) -> str:
 
 def test_indexed_and_exact_paths_share_the_keyword_definition():
     indexed, exact = _sql("transcript", SearchFilters(), False), _sql("transcript", SearchFilters(), True)
-    table_reads = _keyword_part(indexed).replace('FROM "transcript_chunks" WHERE tsv', "FROM scope WHERE tsv")
+    table_reads = _keyword_part(indexed).replace('FROM "transcript_chunks" WHERE', "FROM scope WHERE")
     assert table_reads.replace('JOIN "transcript_chunks" s USING', "JOIN scope s USING") == _keyword_part(exact)
     assert "ORDER BY embedding <=> %(vec)s LIMIT" in indexed  # the HNSW index
     assert "(embedding <=> %(vec)s) + 0, id" in exact  # brute force, ties by id
@@ -45,6 +45,6 @@ def test_filtered_search_reads_a_materialized_scope():
     f = SearchFilters(tickers=["aapl"], periods=[Period(fiscal_year=2024, fiscal_quarter=1)])
     text = _sql("transcript", f, True)
     assert "scope AS MATERIALIZED (SELECT id, embedding, tsv FROM \"transcript_chunks\" WHERE ticker = ANY" in text
-    assert "FROM scope WHERE tsv @@ to_tsquery('english', %(andq)s)" in text
+    assert "FROM scope WHERE %(and_probe)s AND tsv @@ to_tsquery('english', %(andq)s)" in text
     assert "pg_stats" not in text and "SELECT count(*)::float8 AS n FROM scope" in text  # the scope's own frequencies
     assert '"tenk_chunks"' in _sql("10k", SearchFilters(items=["7"]), True)
