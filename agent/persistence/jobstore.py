@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
@@ -82,9 +83,26 @@ def load_state(pool, job_id: str) -> JobState:
     return job.state
 
 
-def lock_job(conn, job_id: str) -> JobRow | None:
-    row = conn.execute("SELECT * FROM research_jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
-    return JobRow(row) if row else None
+class LockedJob(NamedTuple):
+    """A job row locked for its coordinator step, with what the step reads besides it (read after the lock)."""
+
+    job: JobRow
+    outputs: dict[str, dict] | None  # the step outputs under the prefix asked for (None: none asked for)
+    evidence_counts: list[dict[str, Any]]
+
+
+def lock_job_with_inputs(conn, job_id: str, outputs_prefix: str | None) -> LockedJob | None:
+    """The job's row locked (FOR UPDATE: one coordinator step at a time), with the step outputs under `outputs_prefix`
+    and the evidence counts, sent to Postgres together (pipeline mode: one round trip instead of one per query, plus
+    the transaction's BEGIN) and read in the lock's transaction, which the caller holds `conn` in. None: no such job."""
+    with conn.pipeline():
+        job_cur = conn.execute("SELECT * FROM research_jobs WHERE id = %s FOR UPDATE", (job_id,))
+        out_cur = conn.execute(_OUTPUTS_SQL, (job_id, outputs_prefix + "%")) if outputs_prefix is not None else None
+        counts_cur = conn.execute(_EVIDENCE_COUNTS_SQL, (job_id,))
+        row = job_cur.fetchone()
+        outputs = {r["step_key"]: r["payload"] for r in out_cur.fetchall()} if out_cur is not None else None
+        counts = counts_cur.fetchall()
+    return LockedJob(JobRow(row), outputs, counts) if row else None
 
 
 def save_job(conn, job: JobRow, status: str, step: str, result: JobResult | None = None, error: str | None = None) -> None:
@@ -113,12 +131,26 @@ def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
         return cur.rowcount
 
 
+_EVIDENCE_SQL = ("SELECT payload::text AS payload FROM job_evidence WHERE job_id = %s"
+                 " ORDER BY iteration, score DESC, citation_key")
+
+
 def load_evidence(pool, job_id: str) -> list[Evidence]:
+    # as text, parsed by pydantic's own JSON parser: every generation task reads all of its job's evidence first, and
+    # this takes half the time of decoding the JSON to dicts and validating those
     with pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT payload FROM job_evidence WHERE job_id = %s ORDER BY iteration, score DESC, citation_key", (job_id,)
-        ).fetchall()
-    return [Evidence.model_validate(r["payload"]) for r in rows]
+        rows = conn.execute(_EVIDENCE_SQL, (job_id,)).fetchall()
+    return [Evidence.model_validate_json(r["payload"]) for r in rows]
+
+
+def load_state_and_evidence(pool, job_id: str) -> tuple[JobState, list[Evidence]]:
+    """`load_state` and `load_evidence` on one connection (what every generation task reads first)."""
+    with pool.connection() as conn:
+        row = conn.execute("SELECT state FROM research_jobs WHERE id = %s", (job_id,)).fetchone()
+        if row is None:
+            raise LookupError(f"job {job_id} not found")
+        rows = conn.execute(_EVIDENCE_SQL, (job_id,)).fetchall()
+    return JobState.model_validate(row["state"]), [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
 def evidence_keys(pool, job_id: str, ticker: str, period: Period) -> set[str]:
@@ -136,31 +168,44 @@ def count_evidence(pool, job_id: str) -> int:
         return conn.execute("SELECT count(*) AS n FROM job_evidence WHERE job_id=%s", (job_id,)).fetchone()["n"]
 
 
+_EVIDENCE_COUNTS_SQL = (
+    "SELECT iteration, source_type, payload->>'ticker' AS ticker, (payload->>'fiscal_year')::int AS fiscal_year,"
+    " (payload->>'fiscal_quarter')::int AS fiscal_quarter, count(*) AS n FROM job_evidence WHERE job_id = %s"
+    " GROUP BY 1, 2, 3, 4, 5")
+
+
 def evidence_counts(pool, job_id: str) -> list[dict[str, Any]]:
     """The job's evidence counted by iteration, source type, company and period (one row per group)."""
     with pool.connection() as conn:
-        return conn.execute(
-            "SELECT iteration, source_type, payload->>'ticker' AS ticker, (payload->>'fiscal_year')::int AS fiscal_year,"
-            " (payload->>'fiscal_quarter')::int AS fiscal_quarter, count(*) AS n FROM job_evidence WHERE job_id = %s"
-            " GROUP BY 1, 2, 3, 4, 5", (job_id,)
-        ).fetchall()
+        return conn.execute(_EVIDENCE_COUNTS_SQL, (job_id,)).fetchall()
 
 
 def put_output(pool, job_id: str, key: StepKey, output: StepOutput) -> None:
     with pool.connection() as conn:
         _async_commit(conn)
-        conn.execute(
-            "INSERT INTO job_step_outputs (job_id, step_key, payload) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
-            (job_id, str(key), Jsonb(output.model_dump(mode="json"))),
-        )
+        insert_output(conn, job_id, key, output)
+
+
+def insert_output(conn, job_id: str, key: StepKey, output: StepOutput) -> None:
+    """`put_output` on the caller's connection and transaction (the ledger's, through `CallRecord.store_with`: a
+    transaction that commits without waiting for its fsync, as put_output's does)."""
+    conn.execute(
+        "INSERT INTO job_step_outputs (job_id, step_key, payload) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
+        (job_id, str(key), Jsonb(output.model_dump(mode="json"))),
+    )
+
+
+def output_writer(job_id: str, key: StepKey, output: StepOutput) -> Callable[[Any], None]:
+    """The write of one step output, for `CallRecord.store_with`."""
+    return lambda conn: insert_output(conn, job_id, key, output)
+
+
+_OUTPUTS_SQL = "SELECT step_key, payload FROM job_step_outputs WHERE job_id=%s AND step_key LIKE %s ORDER BY step_key"
 
 
 def get_outputs(pool, job_id: str, prefix: str) -> dict[str, dict]:
     with pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT step_key, payload FROM job_step_outputs WHERE job_id=%s AND step_key LIKE %s ORDER BY step_key",
-            (job_id, prefix + "%"),
-        ).fetchall()
+        rows = conn.execute(_OUTPUTS_SQL, (job_id, prefix + "%")).fetchall()
     return {r["step_key"]: r["payload"] for r in rows}
 
 

@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -32,6 +32,13 @@ class CallRecord:
         self.error: str | None = None
         self.usage = Usage()
         self.cost_usd = 0.0
+        self.writes: list[Callable[[Any], None]] = []
+
+    def store_with(self, write: Callable[[Any], None]) -> None:
+        """Run `write(conn)` in the transaction that writes this call's ledger row, if the call does not raise: the
+        call's output and its ledger row are then committed together, one connection and one commit at the end of a
+        task instead of two (a stage's last task ending is on the path to the next stage)."""
+        self.writes.append(write)
 
     def use(self, usage: Usage, settings: Settings) -> None:
         """Charge the call with an LLM's usage (add to it: a call may make several LLM requests)."""
@@ -47,14 +54,17 @@ def worker_identity() -> str:
 
 @contextmanager
 def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, Any], retries: int = 0) -> Iterator[CallRecord]:
-    """Write one ledger row for the call, whether it succeeds or raises (the exception propagates)."""
+    """Write one ledger row for the call, whether it succeeds or raises (the exception propagates); with it, in the
+    same transaction, what the call asked to store (`CallRecord.store_with`) if it did not raise."""
     rec = CallRecord(tool)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     error_class = error = None
+    raised = False
     try:
         yield rec
     except BaseException as exc:
+        raised = True
         scrub_exception(exc)  # a provider's error may echo its key: masked here, for the ledger and every later reader
         error_class, error = classify_error(exc), redact(f"{type(exc).__name__}: {exc}")[:500]
         raise
@@ -74,6 +84,8 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
                 (job_id, call_key, tool, Jsonb(params), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
                  error_class, error, worker_identity(), rec.usage.prompt, rec.usage.completion, rec.cost_usd, rec.usage.cached),
             )
+            for write in [] if raised else rec.writes:
+                write(conn)
 
 
 def load_ledger(pool, job_id: str) -> list[dict]:

@@ -33,23 +33,38 @@ class Advanced(BaseModel):
     batch: bool = False
 
 
-def evidence_summary(ctx: Context, job_id: str) -> EvidenceSummary:
+def evidence_summary(ctx: Context, job_id: str, counts: list[dict] | None = None) -> EvidenceSummary:
+    """The job's evidence by iteration, source and scope (from `jobstore.evidence_counts`, read here unless given)."""
     per_iteration: dict[int, int] = defaultdict(int)
     sources: Counter[str] = Counter()
     scopes = set()
-    for r in jobstore.evidence_counts(ctx.pool, job_id):
+    for r in jobstore.evidence_counts(ctx.pool, job_id) if counts is None else counts:
         per_iteration[r["iteration"]] += r["n"]
         sources[_SOURCE_NAMES[r["source_type"]]] += r["n"]
         scopes.add(scope_key(r["source_type"], r["ticker"], r["fiscal_year"], r["fiscal_quarter"]))
     return EvidenceSummary(per_iteration=dict(per_iteration), scopes=sorted(scopes), sources=dict(sources))
 
 
-def load_input(ctx: Context, job: jobstore.JobRow) -> StepInput:
-    """Everything the step after `job.step` reads: that iteration's outputs, evidence counts, availability."""
+def outputs_prefix(step: str) -> str | None:
+    """The step outputs the step after `step` reads: its iteration's (none after `start`; None for a step that is not
+    a job step, such as the cancel wake-up)."""
+    try:
+        done = JobStep.parse(step)
+    except ValueError:
+        return None
+    return None if done.stage == "start" else f"{done.iteration}:"
+
+
+def load_input(ctx: Context, job: jobstore.JobRow, conn=None, output_rows: dict[str, dict] | None = None,
+               evidence_counts: list[dict] | None = None) -> StepInput:
+    """Everything the step after `job.step` reads: that iteration's outputs, evidence counts, availability.
+    `output_rows` (the outputs under `outputs_prefix(job.step)`) and `evidence_counts`, when given, were read with the
+    job's row lock; the rest is read here, the company names on `conn` (the lock's connection) when given."""
     done = JobStep.parse(job.step)
     outputs = StepOutputs()
-    if done.stage != "start":
-        outputs = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job.id, f"{done.iteration}:"))
+    prefix = outputs_prefix(job.step)
+    if prefix is not None:
+        outputs = StepOutputs.from_rows(output_rows if output_rows is not None else jobstore.get_outputs(ctx.pool, job.id, prefix))
     plan = job.state.plan
     if plan is None and done.stage == Stage.plan:
         planned = outputs.one(0, Stage.plan)
@@ -59,8 +74,8 @@ def load_input(ctx: Context, job: jobstore.JobRow) -> StepInput:
     composed = outputs.of(done.iteration, Stage.compose).values() if done.stage == Stage.compose else []
     if job.state.answer is None and any(isinstance(o, FailedOutput) for o in composed):
         partial = load_partial_answer(ctx, job.id, done.iteration)
-    return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id),
-                     availability=load_availability(ctx, tickers), now=time.time(), provider=ctx.llm.name,
+    return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id, evidence_counts),
+                     availability=load_availability(ctx, tickers, conn), now=time.time(), provider=ctx.llm.name,
                      cancel_requested=job.cancel_requested, partial_answer=partial)
 
 
@@ -77,14 +92,17 @@ def advance_job(ctx: Context, job_id: str, done_step: str) -> Advanced | None:
     """Run the step after `done_step` under the job's row lock. None: the job does not exist.
     `CANCEL_STEP` runs the step a cancelled job is waiting on at once, ending it."""
     with ctx.pool.connection() as conn, conn.transaction():
-        job = jobstore.lock_job(conn, job_id)
-        if job is None:
+        # the row lock, and what the step reads if the delivery is not stale, in one round trip
+        locked = jobstore.lock_job_with_inputs(conn, job_id, outputs_prefix(done_step))
+        if locked is None:
             return None
+        job = locked.job
         previous = job.state.outbox
         waking_cancelled = done_step == CANCEL_STEP and job.cancel_requested
         if job.status in FINAL_STATUSES or (job.step != done_step and not waking_cancelled):
             return Advanced(previous=previous)  # a duplicate delivery, or a step another delivery already took
-        inp = load_input(ctx, job)
+        # the outputs read with the lock are `done_step`'s: the job's own step, unless this is the cancel wake-up
+        inp = load_input(ctx, job, conn, locked.outputs if job.step == done_step else None, locked.evidence_counts)
         try:
             outcome = machine.step(job.state, inp, ctx.settings)
         except Exception as exc:

@@ -62,13 +62,18 @@ def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, u
     return plan, usage, problems
 
 
-def load_availability(ctx: Context, tickers: list[str]) -> Availability:
-    """Transcript quarters and 10-K years per company (cached in Redis for `quarter_cache_ttl_s`)."""
+def load_availability(ctx: Context, tickers: list[str], conn=None) -> Availability:
+    """Transcript quarters and 10-K years per company (cached in Redis for `quarter_cache_ttl_s`). The company names
+    are read on `conn` when given (the coordinator's, in its step's transaction)."""
     ttl = ctx.settings.quarter_cache_ttl_s
     names: dict[str, str] = {}
     if tickers:
-        with ctx.pool.connection() as conn:
-            names = company_names(conn, tickers)  # every coordinator step reads this: ask for the plan's companies only
+        # every coordinator step reads this: ask for the plan's companies only
+        if conn is not None:
+            names = company_names(conn, tickers)
+        else:
+            with ctx.pool.connection() as own:
+                names = company_names(own, tickers)
     return Availability(
         names=names,
         transcripts={t: available_periods(ctx.pool, t, "transcript", ctx.redis, ttl) for t in tickers},

@@ -2,7 +2,12 @@
 its typed output under the call's key. Every function has the signature (ctx, job_id, iteration, call)."""
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any
+
 from agent.context import Context
+from agent.models.job import JobState
 from agent.models.research import Answer, ScopeFindings
 from agent.models.steps import (
     ComposeCall,
@@ -37,7 +42,7 @@ def do_plan(ctx: Context, job_id: str, iteration: int, call: PlanCall) -> None:
         plan, usage, corrected = run_planner(ctx, ctx.llm, state)
         rec.result_size = len(plan.search_queries)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, PlanOutput(plan=plan, usage=usage, corrected=corrected))
+        rec.store_with(jobstore.output_writer(job_id, key, PlanOutput(plan=plan, usage=usage, corrected=corrected)))
 
 
 def do_search(ctx: Context, job_id: str, iteration: int, call: SearchCall) -> int:
@@ -52,9 +57,67 @@ def generation_evidence(ctx: Context, job_id: str) -> Merged:
     return merge_adjacent(jobstore.load_evidence(ctx.pool, job_id))
 
 
+def generation_inputs(ctx: Context, job_id: str) -> tuple[JobState, Merged]:
+    """The job's state and its evidence as generation sees it (`generation_evidence`), read together.
+
+    A fan-out's generation calls (one extract or evaluate per scope) reach a worker's threads at once and each reads the
+    same state and evidence: calls of one job that ask while another's read is under way share that read instead of
+    parsing it again beside it under the GIL. The state and the evidence objects are shared: generation only reads
+    them (only the coordinator changes a job's state); each caller gets its own containers of the merged evidence. A
+    read that started a moment before a caller asked is one that caller could have made itself: no stage reads
+    evidence its own fan-out is still adding, and a job's state changes only between its fan-outs."""
+
+    def read() -> tuple[JobState, Merged]:
+        state, evidence = jobstore.load_state_and_evidence(ctx.pool, job_id)
+        return state, merge_adjacent(evidence)
+
+    state, shared = _generation_reads.read(job_id, read)
+    return state, shared.model_copy(update={"evidence": list(shared.evidence), "merged": dict(shared.merged),
+                                            "chars_saved": dict(shared.chars_saved)})
+
+
+class _Flight:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.failed = False
+
+
+class SharedReads:
+    """Concurrent reads under one key share the first caller's: the others wait for its result (and read for
+    themselves if it failed). Nothing is kept once the read is done: a later caller reads again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}
+
+    def read(self, key: str, read: Callable[[], Any]) -> Any:
+        with self._lock:
+            flight = self._flights.get(key)
+            leader = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+        if not leader:
+            while not flight.done.wait(0.25):  # in slices: a soft time limit raised in this thread still lands
+                pass
+            return read() if flight.failed else flight.value
+        try:
+            flight.value = read()
+            return flight.value
+        except BaseException:
+            flight.failed = True
+            raise
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
+
+
+_generation_reads = SharedReads()
+
+
 def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> None:
-    state = jobstore.load_state(ctx.pool, job_id)
-    merged = generation_evidence(ctx, job_id)
+    state, merged = generation_inputs(ctx, job_id)
     evidence = merged.evidence
     key, scope = call.output_key(iteration), call.scope
     if scope.endswith(":10k"):
@@ -68,9 +131,9 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
         findings, usage, packed = run_extract(ctx.llm, state, scope, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(findings.findings)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, ExtractOutput(
-        findings=findings, usage=usage, verbatim=len(packed.kept), summarised=packed.summarised, summary=packed.summary,
-        merged=merged.merged.get(scope, 0), tokens_saved=merged.tokens_saved(scope)))
+        rec.store_with(jobstore.output_writer(job_id, key, ExtractOutput(
+            findings=findings, usage=usage, verbatim=len(packed.kept), summarised=packed.summarised, summary=packed.summary,
+            merged=merged.merged.get(scope, 0), tokens_saved=merged.tokens_saved(scope))))
 
 
 def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ScopeFindings]:
@@ -85,25 +148,25 @@ def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | N
 
 
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:
-    state = jobstore.load_state(ctx.pool, job_id)
-    evidence = generation_evidence(ctx, job_id).evidence
+    state, merged = generation_inputs(ctx, job_id)
+    evidence = merged.evidence
     findings = _extracted(ctx, job_id, iteration)
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.compose", {"scopes": len(findings), "provider": ctx.llm.name}) as rec:
         answer, usage = run_compose(ctx.llm, state, findings, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(answer.text)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, ComposeOutput(answer=answer, usage=usage))
+        rec.store_with(jobstore.output_writer(job_id, key, ComposeOutput(answer=answer, usage=usage)))
 
 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -> None:
-    state = jobstore.load_state(ctx.pool, job_id)
-    evidence = generation_evidence(ctx, job_id).evidence
+    state, merged = generation_inputs(ctx, job_id)
+    evidence = merged.evidence
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.evaluate", {"scope": call.scope, "provider": ctx.llm.name}) as rec:
         evaluation, usage = run_evaluate(ctx.llm, state, call.scope, evidence, assign_markers(evidence), budget_note(state))
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, EvaluateOutput(evaluation=evaluation, usage=usage))
+        rec.store_with(jobstore.output_writer(job_id, key, EvaluateOutput(evaluation=evaluation, usage=usage)))
 
 
 def do_news(ctx: Context, job_id: str, iteration: int, call: NewsCall) -> None:

@@ -58,7 +58,7 @@ def do_plan(ctx: Context, job_id: str, iteration: int, call: TenKPlanCall) -> No
             missing_info=call.missing_info, previous=previous, budget_note=budget_note(state)))
         rec.result_size = len(plan.sub_questions)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, TenKPlanOutput(plan=plan, usage=usage))
+        rec.store_with(jobstore.output_writer(job_id, key, TenKPlanOutput(plan=plan, usage=usage)))
 
 
 def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCall) -> None:
@@ -125,7 +125,7 @@ def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -
                                                              markers=markers, budget_note=budget_note(state)))
         rec.result_size = len(answer.text)
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage))
+        rec.store_with(jobstore.output_writer(job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage)))
 
 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCall) -> None:
@@ -141,7 +141,7 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCal
             answer=answered.answer.text if answered else "", evidence=evidence,
             markers=answered.markers if answered else markers, budget_note=budget_note(state)))
         rec.use(usage, ctx.settings)
-    jobstore.put_output(ctx.pool, job_id, key, TenKEvaluateOutput(evaluation=ev, usage=usage))
+        rec.store_with(jobstore.output_writer(job_id, key, TenKEvaluateOutput(evaluation=ev, usage=usage)))
 
 
 def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | None:
