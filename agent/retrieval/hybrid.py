@@ -202,7 +202,7 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     Parameters: vec, n, orq / andq (tsquery texts), cap and cap1 (= cap + 1)."""
     table, cols = _TABLES[corpus]
     t = sql.Identifier(table)
-    ctes = []
+    ctes: list[sql.Composable] = []
     if exact:
         ctes.append(sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where})").format(t=t, where=where))
         source: sql.Composable = sql.SQL("scope")
@@ -263,11 +263,19 @@ def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None
         return conn.execute(query, params).fetchall()
 
 
+def _with_bm25(params: dict, bm25) -> dict:
+    """The parameters with BM25's candidates, when there is an index to ask. BM25 already ranks the rows holding
+    every word first, so then the GIN probe of those rows (every posting of every word: 13 ms for three common
+    words at 1M chunks) is skipped."""
+    ids = bm25() if bm25 else []
+    return params | {"bm25_ids": ids, "and_probe": not ids}
+
+
 def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict, mode: Mode = "hybrid",
-                keyword_candidates: KeywordCandidates = "selective") -> list[dict]:
-    """Scored candidate rows. The exact path is one statement; the indexed one runs its keyword statement on a
-    second connection while the HNSW scan runs on this one, so an unfiltered search costs the slower side,
-    not the sum."""
+                keyword_candidates: KeywordCandidates = "selective", bm25=None) -> list[dict]:
+    """Scored candidate rows. The exact path is one statement; the indexed one runs its keyword side (BM25, then
+    the keyword statement) on a second thread and connection while the HNSW scan runs on this one, so an unfiltered
+    search costs the slower side, not the sum."""
     if mode == "keyword":  # no vector index involved: the filtered scope, or the whole table
         return _fetch(pool, _query(corpus, where, exact, "idf_keyword"), params)
     iterative = None if exact or where == sql.SQL("") else filtered_hnsw.SETTINGS
@@ -276,9 +284,10 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
                       ef_search=None if exact else max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
     ranked = keyword_candidates == "ranked"
     if exact:
-        return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), params)
+        return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), _with_bm25(params, bm25))
     statement = _indexed_query if where == sql.SQL("") else functools.partial(_query, where=where, exact=False)
-    keyword = _executor().submit(_fetch, pool, statement(corpus, part="ranked_keyword" if ranked else "keyword"), params)
+    keyword_statement = statement(corpus, part="ranked_keyword" if ranked else "keyword")
+    keyword = _executor().submit(lambda: _fetch(pool, keyword_statement, _with_bm25(params, bm25)))
     rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_terms"), params,
                   ef_search=max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
     keyword_rows = keyword.result()
@@ -331,12 +340,10 @@ def hybrid_search(
         exact = not filtered_hnsw.use_index(pool, _TABLES[corpus][0], where, params)
     exact = bool(exact)
     params |= search_params(query_text, query_vec, max(top_k * 4, 60))
+    bm25 = None
     if where == sql.SQL("") and mode == "hybrid" and keyword_candidates == "selective":
-        params["bm25_ids"] = keyword_index.candidates(pool, corpus, query_text, params["n"])
-        # BM25 already ranks the rows holding every word first; probing them through GIN reads every posting of
-        # every word (13 ms for three common words at 1M chunks)
-        params["and_probe"] = not params["bm25_ids"]
-    rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates)
+        bm25 = functools.partial(keyword_index.candidates, pool, corpus, query_text, params["n"])
+    rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates, bm25)
     if not rows:
         return []
     sims = _normalise([float(r["sim"]) for r in rows])
