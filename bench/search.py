@@ -373,6 +373,13 @@ def markdown(result: dict, command: str) -> str:
     growth = GROWTH_PLOT[result["embedder"]].name
     plot = f"How cost grows with the corpus:\n\n![search cost against corpus size]({growth})\n\n" if "1m" in result["sizes"] else ""
     title += ", at 10k, 100k and 1M chunks" if "1m" in result["sizes"] else ""
+    reused = result.get("reused_sizes") or []
+    if reused:
+        last = result["sizes"][-1]
+        plot += (f"Reused data dir (`--reuse`): {', '.join(reused)} were loaded and built by an earlier run; the "
+                 f"figures of the smaller sizes ({', '.join(x for x in reused if x != last) or 'none'}) and the build "
+                 f"figures of {last} are that run's, under the code of its day; the searches at {last} are this "
+                 "run's.\n\n")
     return (f"## {title}\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}, load "
             f"average {result['load_avg_1m_start']} at the start), {result['queries']} queries, "
             f"embedded Postgres 16 + pgvector {result['pgvector']}, in {result['seconds']} s:\n\n"
