@@ -159,9 +159,8 @@ def rare_term_recall(ctx, embed_query, label: str) -> dict:
     every row holding a query word) and of the default hybrid search?"""
     from psycopg import sql
 
-    from agent.retrieval.hybrid import hybrid_search
-
     from agent.retrieval import hybrid
+    from agent.retrieval.hybrid import hybrid_search
 
     terms = rare_terms(ctx)
     found = {"keyword_side": 0, "keyword": 0, "hybrid": 0}

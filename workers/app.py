@@ -17,8 +17,7 @@ from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
 from workers import signals  # noqa: F401  (metrics: task timings, worker shutdown, scrape targets)
 from workers.batching import BatchingCelery
-from workers.topology import (RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue,
-                              task_time_limits)
+from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 
 KEYWORD_INDEX_SYNC_S = 60.0  # how stale the BM25 index may get; rows past it are still found by the GIN side
 
