@@ -121,14 +121,26 @@ def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
         _async_commit(conn)
         cur.executemany(
             "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
-            " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO NOTHING",
+            " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO UPDATE"
+            " SET score = EXCLUDED.score, payload = EXCLUDED.payload"
+            # a passage two searches of one iteration found keeps the higher score (ties: the smaller payload),
+            # whichever search finished first, so the evidence's order, and every prompt built from it, is the same
+            # on every run of the same question
+            " WHERE EXCLUDED.iteration = job_evidence.iteration AND (EXCLUDED.score > job_evidence.score"
+            " OR (EXCLUDED.score = job_evidence.score AND EXCLUDED.payload::text < job_evidence.payload::text))"
+            " RETURNING (xmax = 0) AS inserted",
             # one row per key, in key order: concurrent tasks adding overlapping evidence then take their row locks
             # in the same order, so they cannot deadlock
             [(job_id, h.citation_key, h.iteration, h.source_type, h.score, Jsonb(h.model_dump(mode="json")))
              for h in sorted({h.citation_key: h for h in reversed(hits)}.values(), key=lambda h: h.citation_key)],
-            returning=False,
+            returning=True,
         )
-        return cur.rowcount
+        added = 0
+        while True:
+            row = cur.fetchone()
+            added += bool(row and (row["inserted"] if isinstance(row, dict) else row[0]))
+            if not cur.nextset():
+                return added
 
 
 _EVIDENCE_SQL = ("SELECT payload::text AS payload FROM job_evidence WHERE job_id = %s"
