@@ -11,6 +11,7 @@ Used by bench/search.py (`breakdown` always, `run_variants` with --variants); no
 """
 from __future__ import annotations
 
+import functools
 import time
 
 VARIANTS: dict[str, dict] = {
@@ -101,10 +102,9 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
     with ctx.pool.connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
         for text, vec in zip(queries, vecs):
-            p = hybrid.search_params(text, vec, 60)
             started = time.perf_counter()
-            p["bm25_ids"] = keyword_index.candidates(ctx.pool, "transcript", text, 60)
-            p["and_probe"] = not p["bm25_ids"]
+            p = hybrid._with_bm25(hybrid.search_params(text, vec, 60),
+                                  functools.partial(keyword_index.candidates, ctx.pool, "transcript", text, 60))
             bm25.append((time.perf_counter() - started) * 1000)
             with conn.transaction():
                 conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.ef_search_for(ctx.pool, 'transcript')}")

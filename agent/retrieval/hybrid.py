@@ -83,6 +83,9 @@ def and_tsquery_text(text: str) -> str:
     return " & ".join(query_words(text)) or "''"
 
 
+_NO_FILTER = sql.SQL("")  # filter_clause's WHERE for no filter: the whole table
+
+
 def filter_clause(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dict[str, Any]]:
     clauses: list[sql.Composable] = []
     params: dict[str, Any] = {}
@@ -103,7 +106,7 @@ def filter_clause(corpus: Corpus, f: SearchFilters) -> tuple[sql.Composable, dic
         clauses.append(sql.SQL("statement = ANY(%(statements)s)"))
         params["statements"] = list(f.statements)
     if not clauses:
-        return sql.SQL(""), params
+        return _NO_FILTER, params
     return sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses), params
 
 
@@ -202,12 +205,13 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     Parameters: vec, n, orq / andq (tsquery texts), cap and cap1 (= cap + 1)."""
     table, cols = _TABLES[corpus]
     t = sql.Identifier(table)
+    whole_table = where == _NO_FILTER
     ctes: list[sql.Composable] = []
     if exact:
         ctes.append(sql.SQL("scope AS MATERIALIZED (SELECT id, embedding, tsv FROM {t} {where})").format(t=t, where=where))
         source: sql.Composable = sql.SQL("scope")
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
-    elif where == sql.SQL(""):
+    elif whole_table:
         source, order = t, sql.SQL("embedding <=> %(vec)s")
     else:  # a large filtered scope on pgvector >= 0.8: an iterative HNSW scan (agent/retrieval/filtered_hnsw.py)
         source = sql.SQL("(SELECT * FROM {t} {where})").format(t=t, where=where)
@@ -217,7 +221,7 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
     if part == "semantic_terms":
         ctes.append(sql.SQL(_TERMS_ONLY))
     if part in ("both", "keyword"):
-        if where == sql.SQL(""):  # the whole table: its statistics know the common terms
+        if whole_table:  # its statistics know the common terms
             total: sql.Composable = sql.SQL(_TABLE_SIZE).format(t=t, reg=sql.Literal(table))
             common: sql.Composable = sql.SQL(_COMMON_TERMS).format(table=sql.Literal(table))
         else:
@@ -253,7 +257,7 @@ os.register_at_fork(after_in_child=_executor.cache_clear)  # a forked child need
 @functools.cache
 def _indexed_query(corpus: Corpus, part: Part) -> sql.Composed:
     """An unfiltered (HNSW) statement: it has no WHERE, so it is composed once per corpus and part."""
-    return _query(corpus, sql.SQL(""), False, part)
+    return _query(corpus, _NO_FILTER, False, part)
 
 
 def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None, settings: dict | None = None) -> list[dict]:
@@ -278,14 +282,15 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     search costs the slower side, not the sum."""
     if mode == "keyword":  # no vector index involved: the filtered scope, or the whole table
         return _fetch(pool, _query(corpus, where, exact, "idf_keyword"), params)
-    iterative = None if exact or where == sql.SQL("") else filtered_hnsw.SETTINGS
+    whole_table = where == _NO_FILTER
+    iterative = None if exact or whole_table else filtered_hnsw.SETTINGS
     if mode == "semantic":
         return _fetch(pool, _query(corpus, where, exact, "semantic"), params,
                       ef_search=None if exact else max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
     ranked = keyword_candidates == "ranked"
     if exact:
         return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), _with_bm25(params, bm25))
-    statement = _indexed_query if where == sql.SQL("") else functools.partial(_query, where=where, exact=False)
+    statement = _indexed_query if whole_table else functools.partial(_query, where=where, exact=False)
     keyword_statement = statement(corpus, part="ranked_keyword" if ranked else "keyword")
     keyword = _executor().submit(lambda: _fetch(pool, keyword_statement, _with_bm25(params, bm25)))
     rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_terms"), params,
@@ -341,7 +346,7 @@ def hybrid_search(
     exact = bool(exact)
     params |= search_params(query_text, query_vec, max(top_k * 4, 60))
     bm25 = None
-    if where == sql.SQL("") and mode == "hybrid" and keyword_candidates == "selective":
+    if where == _NO_FILTER and mode == "hybrid" and keyword_candidates == "selective":
         bm25 = functools.partial(keyword_index.candidates, pool, corpus, query_text, params["n"])
     rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates, bm25)
     if not rows:

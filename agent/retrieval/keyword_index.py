@@ -89,10 +89,12 @@ class KeywordIndex:
             self._index.reload()
         return self._meta
 
-    def search(self, text: str, n: int) -> list[int]:
-        """The ids of the top n chunks by BM25 over the OR of the text's words."""
+    def search(self, text: str, n: int, system_id: str | None = None) -> list[int]:
+        """The ids of the top n chunks by BM25 over the OR of the text's words; none when the index was never
+        committed or (given `system_id`) was built against another database."""
         terms = query_terms(text)
-        if not terms or self.meta() is None:
+        meta = self.meta() if terms else None
+        if meta is None or (system_id is not None and meta.system_id != system_id):
             return []
         query = self._index.parse_query(terms, ["text"])
         searcher = self._index.searcher()
@@ -178,12 +180,7 @@ def for_corpus(corpus: str, data_dir: Path | None = None) -> KeywordIndex | None
 def candidates(pool, corpus: str, text: str, n: int) -> list[int]:
     """BM25's top n chunk ids for an unfiltered search, or none when there is no index of this database."""
     index = for_corpus(corpus)
-    if index is None:
-        return []
-    meta = index.meta()
-    if meta is None or meta.system_id != _system_id_of(pool):
-        return []
-    return index.search(text, n)
+    return index.search(text, n, system_id=_system_id_of(pool)) if index is not None else []
 
 
 _system_ids: dict[str, str] = {}
