@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     llm_answer_max_tokens: int = Field(3000, ge=64)
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
+    # LLM calls in flight at once in one worker process (0: as many as its threads). Below the thread count, the
+    # extra threads do a call's other work (reading evidence, storing output) and the coordinator's steps while
+    # the slots are busy, so no slot idles while another call could be in it
+    llm_max_in_flight: int = Field(0, ge=0)
     llm_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     # identical LLM requests are answered from a Redis response cache for this long (0 turns it off)
     llm_cache_ttl_s: int = Field(24 * 3600, ge=0)
@@ -195,7 +199,9 @@ class Settings(BaseSettings):
     metrics_dir: Path | None = None
 
     # overnight batches
-    batch_concurrency: int = Field(4, ge=1)  # batch jobs running at once; the rest wait their turn
+    # batch jobs running at once; the rest wait their turn. Twice the batch worker's 4 threads: a job spends part of its
+    # time between LLM calls (steps, searches, hops), and with one job per thread that thread would idle then
+    batch_concurrency: int = Field(8, ge=1)
     # a shared LLM rate limit (every worker, through Redis); 0 turns a limit off
     llm_requests_per_minute: int = Field(0, ge=0)
     llm_tokens_per_minute: int = Field(0, ge=0)

@@ -11,14 +11,19 @@ earlier configuration's run):
 A batch is a JSONL file read and submitted by agent.batches, as `finagent batch run` does: its jobs wait in Postgres
 for one of `batch_concurrency` slots, and every task of a batch job (coordinator steps, searches, LLM calls) runs on
 the `batch` queue, served here by `processes` worker processes of `threads` threads each (workers/topology.py runs one
-process of 4). batch_concurrency = processes x threads unless --batch-concurrency is given. Interactive jobs use the
-topology's own coordinator, search and llm workers.
+process of 4). batch_concurrency = --slots-per-thread (default 2) x processes x threads unless --batch-concurrency is
+given: a batch job spends part of its time between LLM calls (coordinator steps, searches, queue hops), so with one
+job per thread a thread would wait idle then; with more jobs than threads another job's call is queued for it.
+Interactive jobs use the topology's own coordinator, search and llm workers. The extractive batch runs once per
+process count (with its first thread count, unless --extractive-every-config): it is CPU-bound, and its RSS curve is
+per process.
 
 Bounds, in jobs per minute, from figures measured in the same run:
   LLM bound = min(60 K / (C L), 60 J / (S L), R share / C), the term that binds is reported:
     L  injected seconds per LLM call;
     C  LLM calls per batch job, S sequential LLM steps per batch job: means over the batch, from the tool ledger;
     K  processes x threads: an LLM call holds a batch-queue thread for L, so K threads finish at most K / (C L) jobs/s;
+       with --llm-slots N (LLM_MAX_IN_FLIGHT on the batch processes), processes x N: the LLM slots paid for;
     J  batch_concurrency: a job holds its slot for at least S L;
     R  llm_requests_per_minute x llm_batch_share, when the shared LLM rate limiter is on (off by default).
   CPU bound = 60 x cores / (CPU seconds per batch job): CPU time of this process, every worker process, Postgres and
@@ -27,8 +32,10 @@ Bounds, in jobs per minute, from figures measured in the same run:
 Targets (the issue): latency batch >= 90% of the LLM bound in every configuration; interactive p95 under the batch
 within 1.5x of idle; worker RSS flat (second-half slope under 5% of the process's RSS per 1,000 jobs).
 
-    python bench/batch.py [--jobs 1000] [--latency-jobs 200] [--latency 1] [--processes 1,2,4] [--threads 4,8,16]
-                          [--batch-concurrency N] [--interactive 10] [--gap 1] [--quick] [--json] [--no-write] [--strict]
+    python bench/batch.py [--jobs 1000] [--latency-jobs 200] [--latency 1] [--processes 1,2,4] [--threads 4,8]
+                          [--llm-slots N] [--slots-per-thread 2] [--batch-concurrency N] [--extractive-every-config]
+                          [--skip-extractive]
+                          [--interactive 10] [--gap 1] [--quick] [--json] [--no-write] [--strict]
 """
 from __future__ import annotations
 
@@ -104,6 +111,17 @@ def llm_bound(latency_s: float, calls_per_job: float, steps_per_job: float, thre
     return terms[limit], limit
 
 
+def steady_per_min(finished: list[float], edge: float = 0.1) -> float:
+    """Jobs per minute between the 10th and the 90th percentile finish times: the rate once the batch has filled
+    its slots and before its last jobs leave threads idle (a 200-job batch's ramp and tail weigh more than those of
+    the overnight batches it stands for)."""
+    ends = sorted(finished)
+    lo, hi = int(edge * len(ends)), int((1 - edge) * len(ends))
+    if hi <= lo or ends[hi] == ends[lo]:
+        return 0.0
+    return 60 * (hi - lo) / (ends[hi] - ends[lo])
+
+
 def cpu_bound(cpu_s_per_job: float, cores: int) -> float:
     return 60 * cores / cpu_s_per_job
 
@@ -130,6 +148,7 @@ class Phase(BaseModel):
     statuses: dict[str, int]
     wall_s: float  # first job created -> last job finished
     jobs_per_min: float
+    steady_jobs_per_min: float  # between the 10th and 90th percentile finish times (steady_per_min)
     llm_calls_per_job: float
     llm_steps_per_job: float
     llm_call_s: float  # mean duration of an LLM call (ledger): the injected latency plus the provider's work
@@ -140,6 +159,7 @@ class Phase(BaseModel):
     llm_bound_per_min: float | None = None  # none without injected latency
     limited_by: str | None = None
     of_llm_bound: float | None = None
+    of_llm_bound_steady: float | None = None
 
 
 class Interactive(BaseModel):
@@ -164,9 +184,10 @@ class RssCurve(BaseModel):
 class ConfigRun(BaseModel):
     processes: int
     threads: int
+    llm_slots: int | None = None  # LLM calls in flight per batch process (LLM_MAX_IN_FLIGHT); None: its threads
     batch_concurrency: int
     seconds: float
-    extractive: Phase
+    extractive: Phase | None  # None: this process count's extractive batch ran with another thread count
     latency: Phase
     interactive: Interactive
     rss: list[RssCurve]
@@ -179,7 +200,7 @@ class GridWorkers(WorkerManager):
 
     names: list[str] = []
 
-    def start(self, processes: int, threads: int, **overrides: str) -> None:
+    def start(self, processes: int, threads: int, batch_env: dict[str, str] | None = None, **overrides: str) -> None:
         from ops.workers import _prepare_metrics_dir
         from workers.topology import WORKERS, Queue, WorkerSpec
 
@@ -187,9 +208,10 @@ class GridWorkers(WorkerManager):
         _prepare_metrics_dir(self.metrics_dir)
         self.count += 1
         self.overrides = dict(overrides)
-        specs = [s for s in WORKERS if Queue.batch not in s.queues]
-        specs += [WorkerSpec(name=f"batch{i}", queues=[Queue.batch], concurrency=threads) for i in range(processes)]
-        nodes = [self._spawn(spec) for spec in specs]
+        topology = [s for s in WORKERS if Queue.batch not in s.queues]
+        batch = [WorkerSpec(name=f"batch{i}", queues=[Queue.batch], concurrency=threads) for i in range(processes)]
+        specs = topology + batch
+        nodes = [self._spawn(spec) for spec in topology] + [self._spawn(spec, batch_env) for spec in batch]
         self.procs, self.names = [p for p, _ in nodes], [s.name for s in specs]
         self._wait([node for _, node in nodes])
 
@@ -256,7 +278,8 @@ def wait_jobs(ctx, job_ids: list[str]) -> list[float]:
 
 
 def run_batch(ctx, manager: GridWorkers, questions: list[str], name: str, mode: str, latency_s: float, threads: int,
-              rss_every: int | None = None, during: Callable[[str], Any] | None = None) -> tuple[Phase, list[dict], Any]:
+              rss_every: int | None = None, during: Callable[[str], Any] | None = None,
+              llm_slots: int | None = None) -> tuple[Phase, list[dict], Any]:
     """Submit the questions as a batch file, follow it to the end (sampling RSS every `rss_every` finished jobs) and
     measure it. `during(batch_id)` runs right after the submission; its return value is handed back."""
     from agent import batches
@@ -285,11 +308,12 @@ def run_batch(ctx, manager: GridWorkers, questions: list[str], name: str, mode: 
             break
         time.sleep(0.5)
     cpu_s = stack_cpu_s(settings) - cpu0
-    return measure(ctx, batch_id, cpu_s, latency_s, threads), samples, extra
+    return measure(ctx, batch_id, cpu_s, latency_s, threads, llm_slots), samples, extra
 
 
-def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int) -> Phase:
-    """The batch's throughput, its per-job LLM calls and steps (tool ledger) and CPU time, against its bounds."""
+def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int, llm_slots: int | None = None) -> Phase:
+    """The batch's throughput, its per-job LLM calls and steps (tool ledger) and CPU time, against its bounds. The
+    LLM calls the batch can hold at once are its threads, or `llm_slots` when fewer (LLM_MAX_IN_FLIGHT)."""
     from agent import batches
 
     report = batches.batch_report(ctx.pool, batch_id)
@@ -298,6 +322,8 @@ def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int) ->
     with ctx.pool.connection() as conn:
         rows = conn.execute("SELECT job_id::text AS job, call_key, tool, duration_ms FROM job_tool_calls"
                             " WHERE job_id = ANY(%s::uuid[])", (ids,)).fetchall()
+        finished = [float(r["t"]) for r in conn.execute("SELECT extract(epoch FROM finished_at) AS t FROM research_jobs"
+                                                        " WHERE id = ANY(%s::uuid[]) AND finished_at IS NOT NULL", (ids,))]
     llm = [r for r in rows if r["tool"].startswith("llm.")]
     calls: dict[str, set[str]] = {}
     steps: dict[str, set[str]] = {}
@@ -312,6 +338,7 @@ def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int) ->
     cpu_per_job = cpu_s / n
     out: dict[str, Any] = {
         "latency_s": latency_s, "jobs": n, "wall_s": round(wall, 2), "jobs_per_min": round(60 * n / wall, 1),
+        "steady_jobs_per_min": round(steady_per_min(finished), 1),
         "statuses": {s: sum(1 for i in report.items if i.status == s) for s in sorted({i.status for i in report.items})},
         "llm_calls_per_job": round(sum(len(v) for v in calls.values()) / n, 2),
         "llm_steps_per_job": round(sum(len(v) for v in steps.values()) / n, 2),
@@ -321,9 +348,10 @@ def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int) ->
     }
     out["of_cpu_bound"] = round(out["jobs_per_min"] / out["cpu_bound_per_min"], 3)
     if latency_s > 0:
-        bound, limit = llm_bound(latency_s, out["llm_calls_per_job"], out["llm_steps_per_job"], threads,
+        bound, limit = llm_bound(latency_s, out["llm_calls_per_job"], out["llm_steps_per_job"], llm_slots or threads,
                                  settings.batch_concurrency, settings.llm_requests_per_minute, settings.llm_batch_share)
-        out |= {"llm_bound_per_min": round(bound, 1), "limited_by": limit, "of_llm_bound": round(out["jobs_per_min"] / bound, 3)}
+        out |= {"llm_bound_per_min": round(bound, 1), "limited_by": limit, "of_llm_bound": round(out["jobs_per_min"] / bound, 3),
+                "of_llm_bound_steady": round(out["steady_jobs_per_min"] / bound, 3)}
     return Phase(**out)
 
 
@@ -351,21 +379,27 @@ def wait_running(ctx, batch_id: str, want: int, timeout_s: float = 60) -> None:
 
 
 def run_config(ctx, manager: GridWorkers, base_settings, args, processes: int, threads: int,
-               batch_qs: list[str], interactive_qs: list[str]) -> ConfigRun:
+               batch_qs: list[str], interactive_qs: list[str], extractive_batch: bool = True) -> ConfigRun:
     from agent import batches
 
     started = time.time()
-    slots = args.batch_concurrency or processes * threads
+    slots = args.batch_concurrency or args.slots_per_thread * processes * threads
     ctx.settings = base_settings.model_copy(update={"batch_concurrency": slots})  # the slots this process admits into
     env = {"FINAGENT_BATCH_CONCURRENCY": str(slots), "FINAGENT_LLM_CACHE_TTL_S": "0"}  # and the workers
     tag = f"{processes}x{threads}-{int(started)}"
     k = processes * threads
+    per_process = args.llm_slots if args.llm_slots and args.llm_slots < threads else None
+    k_llm = processes * per_process if per_process else None
+    batch_env = {"FINAGENT_LLM_MAX_IN_FLIGHT": str(per_process)} if per_process else {}
 
-    manager.start(processes, threads, FINAGENT_LLM_LATENCY_S="0", **env)
-    extractive, samples, _ = run_batch(ctx, manager, batch_qs[:args.jobs], f"extractive-{tag}", args.mode, 0.0, k,
-                                       rss_every=args.rss_every or max(1, args.jobs // 40))
+    extractive: Phase | None = None
+    samples: list[dict] = []
+    if extractive_batch:
+        manager.start(processes, threads, batch_env, FINAGENT_LLM_LATENCY_S="0", **env)
+        extractive, samples, _ = run_batch(ctx, manager, batch_qs[:args.jobs], f"extractive-{tag}", args.mode, 0.0, k,
+                                           rss_every=args.rss_every or max(1, args.jobs // 40), llm_slots=k_llm)
 
-    manager.start(processes, threads, FINAGENT_LLM_LATENCY_S=str(args.latency), **env)
+    manager.start(processes, threads, batch_env, FINAGENT_LLM_LATENCY_S=str(args.latency), **env)
     wait_jobs(ctx, submit_interactive(ctx, interactive_qs[:1], 0))  # warm-up: fresh workers open pools and caches
     idle = wait_jobs(ctx, submit_interactive(ctx, interactive_qs, args.gap))
 
@@ -376,11 +410,11 @@ def run_config(ctx, manager: GridWorkers, base_settings, args, processes: int, t
         return busy, (p.total - p.done) if p else 0
 
     latency, _, (busy, unfinished) = run_batch(ctx, manager, batch_qs[:args.latency_jobs], f"latency-{tag}", args.mode,
-                                               args.latency, k, during=under_batch)
+                                               args.latency, k, during=under_batch, llm_slots=k_llm)
     interactive = Interactive(jobs=len(interactive_qs), idle_s=idle, busy_s=busy, idle_p95_s=round(common.percentile(idle, 95), 2),
                               busy_p95_s=round(common.percentile(busy, 95), 2), p95_ratio=round(p95_ratio(busy, idle), 2),
                               batch_unfinished=unfinished)
-    return ConfigRun(processes=processes, threads=threads, batch_concurrency=slots, seconds=round(time.time() - started, 1),
+    return ConfigRun(processes=processes, threads=threads, llm_slots=per_process, batch_concurrency=slots, seconds=round(time.time() - started, 1),
                      extractive=extractive, latency=latency, interactive=interactive, rss=rss_curves(samples))
 
 
@@ -388,6 +422,7 @@ def plot_rss(runs: list[ConfigRun], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    runs = [r for r in runs if r.rss]
     fig = Figure(figsize=(4.2 * min(len(runs), 3), 3.2 * ((len(runs) + 2) // 3)), layout="constrained")
     axes = fig.subplots((len(runs) + 2) // 3, min(len(runs), 3), squeeze=False).ravel()
     for ax, run in zip(axes, runs):
@@ -407,7 +442,9 @@ def plot_rss(runs: list[ConfigRun], path: Path) -> None:
 def summary(runs: list[ConfigRun], jobs: int) -> dict[str, Any]:
     bounds = [r.latency.of_llm_bound for r in runs if r.latency.of_llm_bound is not None]
     slopes = [c.slope_pct for r in runs for c in r.rss] if jobs >= MIN_RSS_JOBS else []
+    steady = [r.latency.of_llm_bound_steady for r in runs if r.latency.of_llm_bound_steady is not None]
     return {"min_of_llm_bound": min(bounds) if bounds else None,
+            "min_of_llm_bound_steady": min(steady) if steady else None,  # reported, not the target
             "max_interactive_p95_ratio": max(r.interactive.p95_ratio for r in runs),
             "max_rss_slope_pct": max(slopes) if slopes else None}
 
@@ -419,7 +456,15 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=1.0, help="injected seconds per LLM call in the latency batch")
     parser.add_argument("--processes", help="batch worker processes, comma-separated (default 1,2,4; --quick 1)")
     parser.add_argument("--threads", help="threads per batch worker process, comma-separated (default 4,8,16; --quick 4)")
-    parser.add_argument("--batch-concurrency", type=int, help="batch jobs at once (default: processes x threads)")
+    parser.add_argument("--llm-slots", type=int, default=0,
+                        help="LLM calls in flight per batch process (LLM_MAX_IN_FLIGHT), below its threads (default: threads)")
+    parser.add_argument("--section", default=SECTION,
+                        help=f"the docs/benchmarks.md section to write (default {SECTION}; another keeps that one)")
+    parser.add_argument("--skip-extractive", action="store_true", help="only the latency batch in every configuration")
+    parser.add_argument("--slots-per-thread", type=int, default=2, help="batch jobs at once per batch thread (default 2)")
+    parser.add_argument("--batch-concurrency", type=int, help="batch jobs at once (default: slots per thread x threads)")
+    parser.add_argument("--extractive-every-config", action="store_true",
+                        help="the extractive batch in every configuration, not once per process count")
     parser.add_argument("--interactive", type=int, help="interactive jobs per phase (default 10; --quick 4)")
     parser.add_argument("--gap", type=float, help="seconds between interactive submissions (default 1; --quick 0.5)")
     parser.add_argument("--mode", default="standard", help="answer mode of the batch questions")
@@ -433,7 +478,7 @@ def main() -> int:
     args.interactive = args.interactive or (4 if quick else 10)
     args.gap = args.gap if args.gap is not None else (0.5 if quick else 1.0)
     processes = [int(x) for x in (args.processes or ("1" if quick else "1,2,4")).split(",")]
-    threads = [int(x) for x in (args.threads or ("4" if quick else "4,8,16")).split(",")]
+    threads = [int(x) for x in (args.threads or ("4" if quick else "4,8")).split(",")]
 
     from agent.settings import get_settings
 
@@ -450,32 +495,37 @@ def main() -> int:
                 qs = make_questions(periods, max(args.jobs, args.latency_jobs) + args.interactive)
                 batch_qs, interactive_qs = qs[:-args.interactive], qs[-args.interactive:]
                 for p, t in itertools.product(processes, threads):
-                    runs.append(run_config(ctx, manager, settings, args, p, t, batch_qs, interactive_qs))
+                    extractive_batch = not args.skip_extractive and (args.extractive_every_config or t == threads[0])
+                    runs.append(run_config(ctx, manager, settings, args, p, t, batch_qs, interactive_qs, extractive_batch))
                     print(f"{p}x{t}: {runs[-1].model_dump_json(exclude={'rss', 'interactive'})}", file=sys.stderr)
             finally:
                 manager.stop()
     finally:
         common.remove_dir(settings.data_dir, keep=bool(args.data_dir))
-    plot = PLOT if not args.no_write else Path(tempfile.gettempdir()) / "finagent-bench-batch-rss.png"
+    docs_plot = PLOT if args.section == SECTION else PLOT.with_name(f"{args.section.replace('-', '_')}_rss.png")
+    plot = docs_plot if not args.no_write else Path(tempfile.gettempdir()) / "finagent-bench-batch-rss.png"
     plot_rss(runs, plot)
     result = {"jobs": args.jobs, "latency_jobs": args.latency_jobs, "latency_s": args.latency, "mode": args.mode,
               "interactive_jobs": args.interactive, "gap_s": args.gap, "batch_concurrency": args.batch_concurrency,
+              "slots_per_thread": args.slots_per_thread, "llm_slots": args.llm_slots,
               **summary(runs, args.jobs), "grid": [r.model_dump(mode="json") for r in runs],
-              "rss_plot": str(plot.relative_to(common.ROOT) if plot == PLOT else plot),
+              "rss_plot": str(plot.relative_to(common.ROOT) if plot == docs_plot else plot), "section": args.section,
               "seconds": round(time.time() - t0, 1), "machine": common.machine(),
               "load_avg_1m": {"start": load0, "end": round(os.getloadavg()[0], 2)}, "date": common.today()}
     result["targets"] = common.check_targets(result, TARGETS)
-    return common.finish("batch.py", None, args, SECTION, result, markdown, tables)
+    return common.finish("batch.py", None, args, args.section, result, markdown, tables)
 
 
 def _rows(result: dict) -> tuple[list[tuple], list[tuple]]:
     throughput, side = [], []
     for r in result["grid"]:
         e, lat, i = r["extractive"], r["latency"], r["interactive"]
-        config = f"{r['processes']} x {r['threads']}"
+        config = f"{r['processes']} x {r['threads']}" + (f" ({r['llm_slots']} LLM slots)" if r.get("llm_slots") else "")
+        e = e or dict.fromkeys(("jobs_per_min", "cpu_s_per_job", "cpu_bound_per_min", "of_cpu_bound"), "–")
         throughput.append((config, r["batch_concurrency"], e["jobs_per_min"], e["cpu_s_per_job"], e["cpu_bound_per_min"],
                            e["of_cpu_bound"], lat["jobs_per_min"], lat["llm_calls_per_job"], lat["llm_steps_per_job"],
                            lat["llm_call_s"], f"{lat['llm_bound_per_min']} ({lat['limited_by']})", lat["of_llm_bound"],
+                           f"{lat.get('steady_jobs_per_min')} ({lat.get('of_llm_bound_steady')})",
                            lat["thread_use"], lat["cpu_bound_per_min"]))
         worst = max(r["rss"], key=lambda c: c["slope_pct"], default=None)
         side.append((config, i["idle_p95_s"], i["busy_p95_s"], i["p95_ratio"], i["batch_unfinished"],
@@ -486,7 +536,7 @@ def _rows(result: dict) -> tuple[list[tuple], list[tuple]]:
 
 THROUGHPUT_HEADER = ("batch procs x threads", "slots", "extractive jobs/min", "CPU s/job", "CPU bound", "of CPU bound",
                      "latency jobs/min", "LLM calls/job", "LLM steps/job", "LLM call (s)", "LLM bound (binds)",
-                     "of LLM bound", "batch-thread use", "CPU bound (latency run)")
+                     "of LLM bound", "steady jobs/min (of bound)", "batch-thread use", "CPU bound (latency run)")
 SIDE_HEADER = ("batch procs x threads", "interactive p95 idle (s)", "p95 under batch (s)", "ratio",
                "batch jobs unfinished after them", "RSS MB, start->end", "steepest RSS slope per 1,000 jobs")
 
@@ -501,7 +551,8 @@ def markdown(o: dict, command: str) -> str:
     throughput, side = _rows(o)
     m = o["machine"]
     checks = "\n".join(f"- {c['metric']} {c['op']} {c['target']}: **{c['status']}** ({c['value']})" for c in o["targets"])
-    return f"""## Batch throughput ({o['date']})
+    title = "Batch throughput" + (f" ({o['llm_slots']} LLM slots per batch process)" if o.get("llm_slots") else "")
+    return f"""## {title} ({o['date']})
 
 ```
 {command}
@@ -510,17 +561,22 @@ def markdown(o: dict, command: str) -> str:
 {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; 1-minute load average {o['load_avg_1m']['start']} at the
 start, {o['load_avg_1m']['end']} at the end; {o['seconds']} s in all. Sample corpus, hash embedder, extractive provider,
 the LLM response cache off. Each configuration runs the batch queue on its own worker processes (`procs x threads`,
-threads pool) beside the topology's coordinator, search and llm workers, with `batch_concurrency` = slots. Batches are
-JSONL files submitted through `agent.batches` ({o['mode']} mode): an extractive batch of {o['jobs']} questions with
-no injected latency, then a batch of {o['latency_jobs']} with {o['latency_s']} s injected per LLM call.
+threads pool) beside the topology's coordinator, search and llm workers, with `batch_concurrency` = slots
+({o.get('slots_per_thread', 1)} per batch thread unless given). Batches are JSONL files submitted through
+`agent.batches` ({o['mode']} mode): an extractive batch of {o['jobs']} questions with no injected latency (once per
+process count, "–" where it ran with another thread count), then a batch of {o['latency_jobs']} with {o['latency_s']} s
+injected per LLM call.
 
 Bounds, from figures measured in the same run: LLM bound = min(60 K / (C L), 60 J / (S L)[, R x share / C]) jobs/min,
 with L the injected latency, C and S the LLM calls and sequential LLM steps per job (tool ledger), K = procs x threads
-(a call holds a batch-queue thread for L), J = slots (a job holds one for at least S L), R the shared LLM rate limit
+(a call holds a batch-queue thread for L), or procs x LLM slots where LLM_MAX_IN_FLIGHT holds a process's calls in
+flight below its threads, J = slots (a job holds one for at least S L), R the shared LLM rate limit
 when it is on. CPU bound = 60 x cores / CPU seconds per job (this process, the workers, Postgres and Redis). The
 extractive batch has no latency, so only the CPU bound applies to it. LLM call = the mean ledger duration of a call
 (the injected latency plus the provider's own work); batch-thread use = the ledger time of the batch's calls (LLM and
-search) over K x wall: the rest went to coordinator steps, queue hops and idle threads.
+search) over K x wall: the rest went to coordinator steps, queue hops and idle threads. Steady = jobs per minute
+between the 10th and 90th percentile finish times (without the batch's ramp and tail); the target is on the whole
+batch.
 
 {common.markdown_table(throughput, THROUGHPUT_HEADER)}
 
@@ -531,7 +587,7 @@ extractive batch's jobs finish; the slope is fitted over the second half of the 
 
 {common.markdown_table(side, SIDE_HEADER)}
 
-![RSS of every worker process over the extractive batch]({PLOT.name})
+![RSS of every worker process over the extractive batch]({Path(o.get('rss_plot', PLOT.name)).name})
 
 Targets:
 {checks}

@@ -380,8 +380,8 @@ def scale_markdown(result: dict, command: str) -> str:
             f" parsing every file first, as before: {result['reingest_parse_all_s']} s")
     if "local" not in result["embedders"]:
         line += "\n\nThe local model's passes were not run here (`--embedders hash,local`, the default, runs both)."
-    load = max(result.get("load_avg_1m_start") or 0, result.get("load_avg_1m_end") or 0)
-    if load > 1:
+    # the start only: by the end the load average counts the bench's own embedding threads
+    if (result.get("load_avg_1m_start") or 0) > 1:
         line += (f"\n\nThe machine was shared (load average {result.get('load_avg_1m_start')} at the start,"
                  f" {result.get('load_avg_1m_end')} at the end, on {result['cpu_count']} CPUs): read the speeds and"
                  " seconds as those of a busy machine.")

@@ -217,14 +217,16 @@ class WorkerManager:
             self._wait([node])
         return proc
 
-    def _spawn(self, spec: WorkerSpec) -> tuple[subprocess.Popen, str]:
+    def _spawn(self, spec: WorkerSpec, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+        """Start one worker process with the set's overrides (and `env`, this process's own, on top)."""
         node = f"{self.name}{self.count}-{spec.name}-{os.getpid()}"
         log = self.log_dir / f"{node}.log"
         # beat too, as the local workers run it: recovery must happen with no call from the test
         beat = ["-B", "-s", str(self.log_dir / f"{node}-beat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO", *beat],
-            env=worker_env(self.urls, self.metrics_dir) | self.overrides, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+            env=worker_env(self.urls, self.metrics_dir) | self.overrides | (env or {}), stdout=open(log, "wb"),
+            stderr=subprocess.STDOUT,
         )
         return proc, node
 

@@ -98,7 +98,13 @@ class KeywordIndex:
             return []
         query = self._index.parse_query(terms, ["text"])
         searcher = self._index.searcher()
-        return [searcher.doc(address)["id"][0] for _, address in searcher.search(query, n).hits]
+        # tantivy breaks score ties by document address, which a segment merge (after any commit, a beat sync's
+        # included) changes: the same question could take different chunks run to run. Ties go to the lower chunk id,
+        # among twice the hits asked for (only those tied with the last one kept are read).
+        hits = searcher.search(query, 2 * n).hits
+        cut = hits[n - 1][0] if len(hits) >= n else float("-inf")
+        kept = [(score, searcher.doc(address)["id"][0]) for score, address in hits if score >= cut]
+        return [chunk for _, chunk in sorted(kept, key=lambda h: (-h[0], h[1]))[:n]]
 
     def sync(self, pool, corpus: str, rebuild: bool = False) -> SyncReport:
         """Append the chunks past the watermark (all of them with `rebuild`), in batches, each batch committed with
@@ -116,6 +122,11 @@ class KeywordIndex:
         try:
             sid = system_id(pool)
             meta = self.meta()
+            if not rebuild and meta is not None and meta.system_id == sid and not self._rows_past(pool, corpus, meta.watermark):
+                # nothing new (beat's usual case): no writer, no commit and no new meta. A writer per sync, every
+                # minute, grew the beat process by about 10 MB a time (docs/benchmarks.md, batch RSS), and a new meta
+                # made every reader reload.
+                return SyncReport(corpus=corpus, added=0, watermark=meta.watermark, seconds=round(time.perf_counter() - started, 2))
             writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
             if rebuild or meta is None or meta.system_id != sid:
                 writer.delete_all_documents()
@@ -142,6 +153,12 @@ class KeywordIndex:
         finally:
             lock.release()
             self._writing.release()
+
+    @staticmethod
+    def _rows_past(pool, corpus: str, watermark: int) -> bool:
+        with pool.connection() as conn:
+            return conn.execute(f"SELECT EXISTS (SELECT 1 FROM {TABLES[corpus]} WHERE id > %s) AS more",
+                                (watermark,)).fetchone()["more"]
 
     def _skipped(self, corpus: str) -> SyncReport:
         meta = self.meta()
@@ -194,4 +211,5 @@ def _system_id_of(pool) -> str:
 
 
 def sync_all(pool, data_dir: Path, rebuild: bool = False) -> list[SyncReport]:
-    return [KeywordIndex(index_dir(data_dir, corpus)).sync(pool, corpus, rebuild=rebuild) for corpus in TABLES]
+    # this process's cached index of each corpus (the one its searches read), not a new one per call
+    return [_open(index_dir(data_dir, corpus)).sync(pool, corpus, rebuild=rebuild) for corpus in TABLES]

@@ -27,8 +27,11 @@ def test_sync_takes_every_chunk_once(ctx, indexed):
     with ctx.pool.connection() as conn:
         row = conn.execute("SELECT count(*) AS n, max(id) AS top FROM transcript_chunks").fetchone()
     assert first.added == row["n"] and first.watermark == row["top"] and not first.skipped
+    committed = index.meta_path.stat().st_mtime_ns
     again = index.sync(ctx.pool, "transcript")
     assert again.added == 0 and again.watermark == row["top"]
+    # nothing new: no writer and no new meta, so readers do not reload (beat syncs every minute)
+    assert index.meta_path.stat().st_mtime_ns == committed
 
 
 def test_search_ranks_chunks_holding_the_words(ctx, indexed):

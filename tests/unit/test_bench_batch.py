@@ -48,3 +48,13 @@ def test_rss_slope_ignores_warm_up_and_measures_mb_per_1000_jobs():
     leak = [(j, 180.0 + 0.02 * j) for j in range(0, 1001, 100)]  # 20 MB per 1,000 jobs
     assert rss_slope(leak) == pytest.approx(20.0)
     assert rss_slope([(5, 100.0)]) == 0.0
+
+
+def test_steady_rate_leaves_out_the_ramp_and_the_tail():
+    from bench.batch import steady_per_min
+
+    # one job a second from t=10 to t=109, then a straggler 60 s later: the whole-batch rate would count its wait
+    ends = [10.0 + i for i in range(100)] + [169.0]
+    assert steady_per_min(ends) == pytest.approx(60.0, rel=0.02)
+    assert steady_per_min([5.0]) == 0.0
+    assert steady_per_min([5.0] * 20) == 0.0

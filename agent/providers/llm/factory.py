@@ -1,6 +1,6 @@
 """Build the configured LLM provider. Outermost first:
 
-    delayed (benchmarks only) -> cached -> rate-limited -> guarded (openai) -> provider
+    in-flight limit -> delayed (benchmarks only) -> cached -> rate-limited -> guarded (openai) -> provider
 
 A cache hit spends nothing, so it is answered before the shared rate limit is consulted; the limiter stays
 outside the circuit breaker, so a call it holds back is never counted as the endpoint failing.
@@ -8,6 +8,7 @@ outside the circuit breaker, so a call it holds back is never counted as the end
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -50,6 +51,24 @@ class DelayedProvider(RoleProxy):
         while (left := deadline - time.monotonic()) > 0:  # in short slices: a soft time limit lands between two
             time.sleep(min(left, 0.25))
         return fn(*args, **kwargs)
+
+
+class InFlightLimitedProvider(RoleProxy):
+    """At most `slots` role calls of this process in flight at once; a thread over the limit waits its turn. The LLM
+    slots a deployment pays for are then decoupled from worker threads: with more threads than slots, the work
+    around a call (its reads and writes, other tasks) runs on the spare threads instead of leaving a slot idle."""
+
+    def __init__(self, inner, slots: int):
+        super().__init__(inner)
+        self.slots = threading.BoundedSemaphore(slots)
+
+    def around(self, role, fn, *args, **kwargs):
+        while not self.slots.acquire(timeout=0.25):  # in short waits: a soft time limit lands between two
+            pass
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.slots.release()
 
 
 class GuardedProvider(RoleProxy):
@@ -141,4 +160,7 @@ def make_llm(settings: Settings, redis=None):
 
         provider = CachedProvider(provider, redis, settings.llm_cache_ttl_s)
     # the injected latency stays outside the cache: a benchmark's calls keep their cost even when answered from it
-    return DelayedProvider(provider, settings.llm_latency_s) if settings.llm_latency_s > 0 else provider
+    if settings.llm_latency_s > 0:
+        provider = DelayedProvider(provider, settings.llm_latency_s)
+    # outermost: a slot is held for the whole remote call, the modelled latency included
+    return InFlightLimitedProvider(provider, settings.llm_max_in_flight) if settings.llm_max_in_flight else provider
