@@ -165,13 +165,14 @@ def load_state_and_evidence(pool, job_id: str) -> tuple[JobState, list[Evidence]
     return JobState.model_validate(row["state"]), [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
-def evidence_keys(pool, job_id: str, ticker: str, period: Period) -> set[str]:
-    """The citation keys the job already holds for one company-period."""
+def evidence_keys(pool, job_id: str, ticker: str, period: Period, before_iteration: int) -> set[str]:
+    """The citation keys the job holds for one company-period from iterations before `before_iteration`. Not its
+    own iteration's: those are its sibling searches', and whether a sibling finished first is a race."""
     with pool.connection() as conn:
         rows = conn.execute(
-            "SELECT citation_key FROM job_evidence WHERE job_id = %s AND payload->>'ticker' = %s"
+            "SELECT citation_key FROM job_evidence WHERE job_id = %s AND iteration < %s AND payload->>'ticker' = %s"
             " AND (payload->>'fiscal_year')::int = %s AND (payload->>'fiscal_quarter')::int = %s",
-            (job_id, ticker, period.fiscal_year, period.fiscal_quarter)).fetchall()
+            (job_id, before_iteration, ticker, period.fiscal_year, period.fiscal_quarter)).fetchall()
     return {r["citation_key"] for r in rows}
 
 

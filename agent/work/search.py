@@ -9,11 +9,13 @@ from agent.retrieval.hybrid import hybrid_search
 
 
 def run_search_spec(ctx: Context, job_id: str, iteration: int, spec: SearchSpec, top_k: int) -> int:
-    """Search one quarter of one company for `top_k` passages the job does not have yet (what it already
-    retrieved is never retrieved again); they join the job's evidence."""
+    """Search one quarter of one company for `top_k` passages the job did not retrieve in an earlier iteration (what
+    it already retrieved is never retrieved again); they join the job's evidence. The same iteration's searches of
+    one quarter do not exclude each other's passages, so what each finds does not depend on which finished first
+    (a passage two of them find is kept once, at its higher score)."""
     s = ctx.settings
     period = Period.parse_key(spec.period)
-    have = evidence_keys(ctx.pool, job_id, spec.ticker, period)
+    have = evidence_keys(ctx.pool, job_id, spec.ticker, period, before_iteration=iteration)
     filters = SearchFilters(tickers=[spec.ticker], periods=[period])
     hits = hybrid_search(ctx.pool, spec.query, ctx.embed_query(spec.query), filters, "transcript", top_k + len(have),
                          s.semantic_weight, s.keyword_weight)
