@@ -11,9 +11,11 @@ earlier configuration's run):
 A batch is a JSONL file read and submitted by agent.batches, as `finagent batch run` does: its jobs wait in Postgres
 for one of `batch_concurrency` slots, and every task of a batch job (coordinator steps, searches, LLM calls) runs on
 the `batch` queue, served here by `processes` worker processes of `threads` threads each (workers/topology.py runs one
-process of 4). batch_concurrency = --slots-per-thread (default 2) x processes x threads unless --batch-concurrency is
-given: a batch job spends part of its time between LLM calls (coordinator steps, searches, queue hops), so with one
-job per thread a thread would wait idle then; with more jobs than threads another job's call is queued for it.
+process of 8 threads with 4 LLM slots). Each batch process holds threads / --threads-per-llm-slot LLM calls in flight
+(LLM_MAX_IN_FLIGHT; default 2, the topology's batch pool; 1: one per thread), or --llm-slots N.
+batch_concurrency = --jobs-per-llm-slot (default 2) x the LLM slots of all batch processes unless --batch-concurrency
+is given: a batch job spends part of its time between LLM calls (coordinator steps, searches, queue hops), so with
+one job per slot a slot would wait idle then; with more jobs than slots another job's call is queued for it.
 Interactive jobs use the topology's own coordinator, search and llm workers. The extractive batch runs once per
 process count (with its first thread count, unless --extractive-every-config): it is CPU-bound, and its RSS curve is
 per process.
@@ -23,7 +25,7 @@ Bounds, in jobs per minute, from figures measured in the same run:
     L  injected seconds per LLM call;
     C  LLM calls per batch job, S sequential LLM steps per batch job: means over the batch, from the tool ledger;
     K  processes x threads: an LLM call holds a batch-queue thread for L, so K threads finish at most K / (C L) jobs/s;
-       with --llm-slots N (LLM_MAX_IN_FLIGHT on the batch processes), processes x N: the LLM slots paid for;
+       with LLM slots below the threads (LLM_MAX_IN_FLIGHT), processes x slots: the LLM slots paid for;
     J  batch_concurrency: a job holds its slot for at least S L;
     R  llm_requests_per_minute x llm_batch_share, when the shared LLM rate limiter is on (off by default).
   CPU bound = 60 x cores / (CPU seconds per batch job): CPU time of this process, every worker process, Postgres and
@@ -32,8 +34,9 @@ Bounds, in jobs per minute, from figures measured in the same run:
 Targets (the issue): latency batch >= 90% of the LLM bound in every configuration; interactive p95 under the batch
 within 1.5x of idle; worker RSS flat (second-half slope under 5% of the process's RSS per 1,000 jobs).
 
-    python bench/batch.py [--jobs 1000] [--latency-jobs 200] [--latency 1] [--processes 1,2,4] [--threads 4,8]
-                          [--llm-slots N] [--slots-per-thread 2] [--batch-concurrency N] [--extractive-every-config]
+    python bench/batch.py [--jobs 1000] [--latency-jobs 200] [--latency 1] [--processes 1,2,4] [--threads 8,16]
+                          [--threads-per-llm-slot 2 | --llm-slots N] [--jobs-per-llm-slot 2]
+                          [--batch-concurrency N] [--extractive-every-config]
                           [--skip-extractive]
                           [--interactive 10] [--gap 1] [--quick] [--json] [--no-write] [--strict]
 """
@@ -378,17 +381,23 @@ def wait_running(ctx, batch_id: str, want: int, timeout_s: float = 60) -> None:
         time.sleep(0.2)
 
 
+def llm_slots_per_process(args, threads: int) -> int | None:
+    """LLM calls a batch process holds in flight (LLM_MAX_IN_FLIGHT), or None: one per thread."""
+    slots = args.llm_slots or threads // max(1, args.threads_per_llm_slot)
+    return max(1, slots) if slots < threads else None
+
+
 def run_config(ctx, manager: GridWorkers, base_settings, args, processes: int, threads: int,
                batch_qs: list[str], interactive_qs: list[str], extractive_batch: bool = True) -> ConfigRun:
     from agent import batches
 
     started = time.time()
-    slots = args.batch_concurrency or args.slots_per_thread * processes * threads
+    per_process = llm_slots_per_process(args, threads)
+    slots = args.batch_concurrency or args.jobs_per_llm_slot * processes * (per_process or threads)
     ctx.settings = base_settings.model_copy(update={"batch_concurrency": slots})  # the slots this process admits into
     env = {"FINAGENT_BATCH_CONCURRENCY": str(slots), "FINAGENT_LLM_CACHE_TTL_S": "0"}  # and the workers
     tag = f"{processes}x{threads}-{int(started)}"
     k = processes * threads
-    per_process = args.llm_slots if args.llm_slots and args.llm_slots < threads else None
     k_llm = processes * per_process if per_process else None
     batch_env = {"FINAGENT_LLM_MAX_IN_FLIGHT": str(per_process)} if per_process else {}
 
@@ -455,14 +464,18 @@ def main() -> int:
     parser.add_argument("--latency-jobs", type=int, help="questions in the latency batch (default 200; --quick 10)")
     parser.add_argument("--latency", type=float, default=1.0, help="injected seconds per LLM call in the latency batch")
     parser.add_argument("--processes", help="batch worker processes, comma-separated (default 1,2,4; --quick 1)")
-    parser.add_argument("--threads", help="threads per batch worker process, comma-separated (default 4,8,16; --quick 4)")
+    parser.add_argument("--threads", help="threads per batch worker process, comma-separated (default 8,16; --quick 8)")
     parser.add_argument("--llm-slots", type=int, default=0,
-                        help="LLM calls in flight per batch process (LLM_MAX_IN_FLIGHT), below its threads (default: threads)")
+                        help="LLM calls in flight per batch process (LLM_MAX_IN_FLIGHT), below its threads "
+                             "(default: threads / --threads-per-llm-slot)")
     parser.add_argument("--section", default=SECTION,
                         help=f"the docs/benchmarks.md section to write (default {SECTION}; another keeps that one)")
     parser.add_argument("--skip-extractive", action="store_true", help="only the latency batch in every configuration")
-    parser.add_argument("--slots-per-thread", type=int, default=2, help="batch jobs at once per batch thread (default 2)")
-    parser.add_argument("--batch-concurrency", type=int, help="batch jobs at once (default: slots per thread x threads)")
+    parser.add_argument("--threads-per-llm-slot", type=int, default=2,
+                        help="batch threads per LLM slot (LLM_MAX_IN_FLIGHT = threads / this; default 2, the topology's "
+                             "batch pool; 1: one call per thread)")
+    parser.add_argument("--jobs-per-llm-slot", type=int, default=2, help="batch jobs at once per LLM slot (default 2)")
+    parser.add_argument("--batch-concurrency", type=int, help="batch jobs at once (default: jobs per LLM slot x slots)")
     parser.add_argument("--extractive-every-config", action="store_true",
                         help="the extractive batch in every configuration, not once per process count")
     parser.add_argument("--interactive", type=int, help="interactive jobs per phase (default 10; --quick 4)")
@@ -478,7 +491,7 @@ def main() -> int:
     args.interactive = args.interactive or (4 if quick else 10)
     args.gap = args.gap if args.gap is not None else (0.5 if quick else 1.0)
     processes = [int(x) for x in (args.processes or ("1" if quick else "1,2,4")).split(",")]
-    threads = [int(x) for x in (args.threads or ("4" if quick else "4,8")).split(",")]
+    threads = [int(x) for x in (args.threads or ("8" if quick else "8,16")).split(",")]
 
     from agent.settings import get_settings
 
@@ -507,7 +520,8 @@ def main() -> int:
     plot_rss(runs, plot)
     result = {"jobs": args.jobs, "latency_jobs": args.latency_jobs, "latency_s": args.latency, "mode": args.mode,
               "interactive_jobs": args.interactive, "gap_s": args.gap, "batch_concurrency": args.batch_concurrency,
-              "slots_per_thread": args.slots_per_thread, "llm_slots": args.llm_slots,
+              "jobs_per_llm_slot": args.jobs_per_llm_slot, "threads_per_llm_slot": args.threads_per_llm_slot,
+              "llm_slots": args.llm_slots,
               **summary(runs, args.jobs), "grid": [r.model_dump(mode="json") for r in runs],
               "rss_plot": str(plot.relative_to(common.ROOT) if plot == docs_plot else plot), "section": args.section,
               "seconds": round(time.time() - t0, 1), "machine": common.machine(),
@@ -562,7 +576,8 @@ def markdown(o: dict, command: str) -> str:
 start, {o['load_avg_1m']['end']} at the end; {o['seconds']} s in all. Sample corpus, hash embedder, extractive provider,
 the LLM response cache off. Each configuration runs the batch queue on its own worker processes (`procs x threads`,
 threads pool) beside the topology's coordinator, search and llm workers, with `batch_concurrency` = slots
-({o.get('slots_per_thread', 1)} per batch thread unless given). Batches are JSONL files submitted through
+({o.get('jobs_per_llm_slot', 2)} per LLM slot unless given; LLM slots per process = threads /
+{o.get('threads_per_llm_slot', 1)}{f" or {o['llm_slots']}" if o.get('llm_slots') else ""}). Batches are JSONL files submitted through
 `agent.batches` ({o['mode']} mode): an extractive batch of {o['jobs']} questions with no injected latency (once per
 process count, "–" where it ran with another thread count), then a batch of {o['latency_jobs']} with {o['latency_s']} s
 injected per LLM call.

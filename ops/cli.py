@@ -452,6 +452,7 @@ def worker(queues: str = typer.Option(",".join(q.value for q in Queue), "--queue
     spec = (pool or WORKERS[0]).model_copy(update={"queues": [Queue(q) for q in wanted],
                                                    "concurrency": concurrency or (pool.concurrency if pool else 8)})
     bootstrap()
+    os.environ.update(spec.env_defaults(get_settings()))
     os.execv(sys.executable, [sys.executable, "-m", "celery", *worker_argv(spec, name or (pool.name if pool else "worker")), "-l", "INFO"])
 
 

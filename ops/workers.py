@@ -103,7 +103,8 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
         beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", *worker_argv(spec, spec.name), "-l", "INFO", *beat],
-            env=worker_env(urls, settings.metrics_path()), stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+            env=spec.env_defaults(settings) | worker_env(urls, settings.metrics_path()), stdout=open(log, "ab"),
+            stderr=subprocess.STDOUT, start_new_session=True,
         )
         (_dir(settings) / f"{spec.name}.json").write_text(json.dumps({"pid": proc.pid, "fingerprint": fp, "log": str(log)}))
         started.append(spec.name)
@@ -225,7 +226,8 @@ class WorkerManager:
         beat = ["-B", "-s", str(self.log_dir / f"{node}-beat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO", *beat],
-            env=worker_env(self.urls, self.metrics_dir) | self.overrides | (env or {}), stdout=open(log, "wb"),
+            env=spec.env_defaults(get_settings()) | worker_env(self.urls, self.metrics_dir) | self.overrides | (env or {}),
+            stdout=open(log, "wb"),
             stderr=subprocess.STDOUT,
         )
         return proc, node

@@ -91,6 +91,15 @@ class WorkerSpec(BaseModel, frozen=True):
     queues: list[Queue]
     concurrency: int
     beat: bool = False  # locally, beat runs inside this worker (-B); docker-compose runs it as its own service
+    # above 1: the pool's processes hold concurrency / this LLM calls in flight (LLM_MAX_IN_FLIGHT), and the spare
+    # threads do the work around the calls (evidence reads, output writes, coordinator steps), so no LLM slot idles
+    threads_per_llm_slot: int = 1
+
+    def env_defaults(self, settings: Settings) -> dict[str, str]:
+        """The settings this pool's processes run with unless the operator set them (environment or .env)."""
+        if self.threads_per_llm_slot > 1 and "llm_max_in_flight" not in settings.model_fields_set:
+            return {"FINAGENT_LLM_MAX_IN_FLIGHT": str(max(1, self.concurrency // self.threads_per_llm_slot))}
+        return {}
 
 
 # One process per queue (a fan-out's CPU work then runs on every core instead of queueing behind one
@@ -99,7 +108,9 @@ WORKERS: list[WorkerSpec] = [
     WorkerSpec(name="coordinator", queues=[Queue.coordinator, Queue.public], concurrency=8, beat=True),
     WorkerSpec(name="search", queues=[Queue.search], concurrency=8),
     WorkerSpec(name="llm", queues=[Queue.llm], concurrency=16),
-    WorkerSpec(name="batch", queues=[Queue.batch], concurrency=4),
+    # a batch job spends part of its time between LLM calls: 8 threads keep its 4 LLM slots busy
+    # (docs/benchmarks.md, batch throughput)
+    WorkerSpec(name="batch", queues=[Queue.batch], concurrency=8, threads_per_llm_slot=2),
 ]
 
 

@@ -40,7 +40,9 @@ def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ct
     f, out = tmp_path / "night.txt", tmp_path / "night.jsonl"
     f.write_text("\n".join(QUESTIONS) + "\n")
     run = _cli("batch", "run", str(f), "--mode", "direct", "--out", str(out))
-    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5")  # 0.5 s per LLM call, so the Ctrl-C lands while questions are left
+    # 0.5 s per LLM call and two jobs at a time, so the questions finish in waves and the Ctrl-C lands between them
+    # (eight at once finish within one poll of each other)
+    env = _env(ctx, FINAGENT_LLM_LATENCY_S="0.5", FINAGENT_BATCH_CONCURRENCY="2")
     try:
         # Ctrl-C as a terminal delivers it: a test run started in the background of a non-interactive shell (as CI
         # runs) ignores SIGINT, and a child inherits that, so the command would never see the signal

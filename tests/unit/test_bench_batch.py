@@ -58,3 +58,14 @@ def test_steady_rate_leaves_out_the_ramp_and_the_tail():
     assert steady_per_min(ends) == pytest.approx(60.0, rel=0.02)
     assert steady_per_min([5.0]) == 0.0
     assert steady_per_min([5.0] * 20) == 0.0
+
+
+def test_llm_slots_per_process_follow_the_threads_unless_given():
+    from argparse import Namespace
+
+    from bench.batch import llm_slots_per_process
+
+    assert llm_slots_per_process(Namespace(llm_slots=0, threads_per_llm_slot=2), 16) == 8
+    assert llm_slots_per_process(Namespace(llm_slots=0, threads_per_llm_slot=1), 16) is None  # one per thread
+    assert llm_slots_per_process(Namespace(llm_slots=5, threads_per_llm_slot=2), 16) == 5
+    assert llm_slots_per_process(Namespace(llm_slots=0, threads_per_llm_slot=4), 2) == 1

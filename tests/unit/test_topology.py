@@ -85,3 +85,15 @@ def test_the_registered_celery_tasks_are_the_topology(tmp_path):
                         "FINAGENT_REDIS_URL": "redis://127.0.0.1:9/0"}
     out = subprocess.run([sys.executable, "-c", REGISTERED], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == sorted(t.name for t in ALL_TASKS)
+
+
+def test_the_batch_pool_holds_half_its_threads_in_llm_calls_unless_the_operator_set_it(monkeypatch):
+    from agent.settings import Settings
+
+    monkeypatch.delenv("FINAGENT_LLM_MAX_IN_FLIGHT", raising=False)
+    batch = next(w for w in WORKERS if w.queues == [Queue.batch])
+    assert batch.env_defaults(Settings(_env_file=None)) == {"FINAGENT_LLM_MAX_IN_FLIGHT": str(batch.concurrency // 2)}
+    assert batch.env_defaults(Settings(_env_file=None, llm_max_in_flight=0)) == {}  # set, even to 0: the operator's
+    assert [w.name for w in WORKERS if w.env_defaults(Settings(_env_file=None))] == ["batch"]
+    monkeypatch.setenv("FINAGENT_LLM_MAX_IN_FLIGHT", "3")
+    assert batch.env_defaults(Settings(_env_file=None)) == {}
