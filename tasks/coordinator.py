@@ -57,14 +57,14 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
     ctx = context()
     admit_batch_jobs(ctx, CeleryDispatcher())  # slots freed by jobs whose end was not followed by an admission
     resumed = []
-    finished = jobstore.recent_final_outboxes(ctx.pool, within_s=3600)
+    finished = jobstore.recent_final_seqs(ctx.pool, within_s=3600)
     with ctx.redis.pipeline(transaction=False) as pipe:  # one round trip for every marker
-        for job_id, outbox in finished:
-            pipe.exists(published_marker(job_id, outbox.seq))
+        for job_id, seq in finished:
+            pipe.exists(published_marker(job_id, seq))
         published = pipe.execute()
-    for (job_id, outbox), done in zip(finished, published):
+    for (job_id, _), done in zip(finished, published):
         if not done:
-            flush_events(job_id, outbox)  # a final step's events lost to a crash
+            flush_events(job_id, jobstore.load_outbox(ctx.pool, job_id))  # a final step's events lost to a crash
     for row in jobstore.stalled_jobs(ctx.pool, stalled_after_s):
         job = jobstore.load_job(ctx.pool, row["id"])
         if job is None:

@@ -278,14 +278,21 @@ def quiet_jobs(pool, quiet_s: float) -> list[str]:
     return [str(r["id"]) for r in rows]
 
 
-def recent_final_outboxes(pool, within_s: int) -> list[tuple[str, Outbox]]:
-    """The last step's events of jobs that finished within `within_s`, to re-publish if a crash lost them."""
+def recent_final_seqs(pool, within_s: int) -> list[tuple[str, int]]:
+    """The last step's outbox sequence number of every job that finished within `within_s`, to re-publish its events
+    if a crash lost them. Only the numbers: a final outbox carries the whole answer, and a busy hour has thousands."""
     with pool.connection() as conn:
         rows = conn.execute(
-            "SELECT id, state->'outbox' AS outbox FROM research_jobs WHERE status = ANY(%s)"
+            "SELECT id, coalesce((state->'outbox'->>'seq')::int, 0) AS seq FROM research_jobs WHERE status = ANY(%s)"
             " AND updated_at > now() - make_interval(secs => %s)", (list(FINAL_STATUSES), within_s)
         ).fetchall()
-    return [(str(r["id"]), Outbox.model_validate(r["outbox"] or {})) for r in rows]
+    return [(str(r["id"]), r["seq"]) for r in rows]
+
+
+def load_outbox(pool, job_id: str) -> Outbox:
+    with pool.connection() as conn:
+        row = conn.execute("SELECT state->'outbox' AS outbox FROM research_jobs WHERE id = %s", (job_id,)).fetchone()
+    return Outbox.model_validate((row or {}).get("outbox") or {})
 
 
 def touch(pool, job_id: str) -> None:
