@@ -199,8 +199,8 @@ class Settings(BaseSettings):
     metrics_dir: Path | None = None
 
     # overnight batches
-    # batch jobs running at once; the rest wait their turn. Twice the batch worker's 4 threads: a job spends part of its
-    # time between LLM calls (steps, searches, hops), and with one job per thread that thread would idle then
+    # batch jobs running at once; the rest wait their turn. Twice the batch pool's 4 LLM slots: a job spends part of
+    # its time between LLM calls (steps, searches, hops), and with one job per slot that slot would idle then
     batch_concurrency: int = Field(8, ge=1)
     # a shared LLM rate limit (every worker, through Redis); 0 turns a limit off
     llm_requests_per_minute: int = Field(0, ge=0)

@@ -59,8 +59,9 @@ def _read(settings: Settings, spec: WorkerSpec) -> dict | None:
     return info if _alive(info["pid"]) else None
 
 
-def worker_env(urls: StackURLs, metrics_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def worker_env(urls: StackURLs, metrics_dir: Path, spec: WorkerSpec | None = None) -> dict[str, str]:
+    """A worker process's environment: this one's, with `spec`'s pool defaults underneath (workers/topology.py)."""
+    env = (spec.env_defaults(get_settings()) if spec else {}) | dict(os.environ)
     env["FINAGENT_DATABASE_URL"] = urls.database_url
     env["FINAGENT_REDIS_URL"] = urls.redis_url
     # prometheus-client reads it when first imported; the settings' directory wins over one this process inherited
@@ -103,8 +104,8 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
         beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", *worker_argv(spec, spec.name), "-l", "INFO", *beat],
-            env=spec.env_defaults(settings) | worker_env(urls, settings.metrics_path()), stdout=open(log, "ab"),
-            stderr=subprocess.STDOUT, start_new_session=True,
+            env=worker_env(urls, settings.metrics_path(), spec), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         (_dir(settings) / f"{spec.name}.json").write_text(json.dumps({"pid": proc.pid, "fingerprint": fp, "log": str(log)}))
         started.append(spec.name)
@@ -226,8 +227,7 @@ class WorkerManager:
         beat = ["-B", "-s", str(self.log_dir / f"{node}-beat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", *worker_argv(spec, node), "-l", "INFO", *beat],
-            env=spec.env_defaults(get_settings()) | worker_env(self.urls, self.metrics_dir) | self.overrides | (env or {}),
-            stdout=open(log, "wb"),
+            env=worker_env(self.urls, self.metrics_dir, spec) | self.overrides | (env or {}), stdout=open(log, "wb"),
             stderr=subprocess.STDOUT,
         )
         return proc, node

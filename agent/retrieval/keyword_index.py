@@ -123,9 +123,8 @@ class KeywordIndex:
             sid = system_id(pool)
             meta = self.meta()
             if not rebuild and meta is not None and meta.system_id == sid and not self._rows_past(pool, corpus, meta.watermark):
-                # nothing new (beat's usual case): no writer, no commit and no new meta. A writer per sync, every
-                # minute, grew the beat process by about 10 MB a time (docs/benchmarks.md, batch RSS), and a new meta
-                # made every reader reload.
+                # nothing new (the minutely beat sync's usual case): no writer, no commit and no new meta. A writer
+                # per sync grew the syncing process by about 10 MB a time, and a new meta made every reader reload.
                 return SyncReport(corpus=corpus, added=0, watermark=meta.watermark, seconds=round(time.perf_counter() - started, 2))
             writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
             if rebuild or meta is None or meta.system_id != sid:
