@@ -1,7 +1,10 @@
-"""Hybrid search: 0.7 x normalised cosine similarity + 0.3 x normalised keyword score.
+"""Hybrid search: 0.7 x cosine similarity + 0.3 x normalised keyword score, both on a 0-1 scale.
 
 Candidates are the top-n semantic rows plus the top-n keyword rows; every candidate is then scored with its true
-cosine similarity and its keyword score, and both are min-max normalised over the candidates.
+cosine similarity (1 - cosine distance, below 0 counted as 0) and its keyword score, min-max normalised over the
+candidates. The similarity is not stretched over the candidates: min-max would turn the small gap between the best
+and the worst semantic candidate into the whole 0-1 range, so 0.7 of it outweighed any keyword score and a chunk
+holding a rare exact term of the query but little of its meaning fell out of the top k (docs/benchmarks.md).
 
 The keyword score is BM25's idea on Postgres full text: the sum, over the query's terms a row holds, of the term's
 inverse document frequency times ts_rank of that term alone (which grows with the term's count in the row, less and
@@ -316,6 +319,11 @@ def _normalise(values: list[float]) -> list[float]:
     return [(v - lo) / (hi - lo) for v in values]
 
 
+def fused_scores(sims: list[float], ranks: list[float], semantic_weight: float, keyword_weight: float) -> list[float]:
+    """The weighted sum of each candidate's similarity (clamped to 0-1) and its min-max normalised keyword score."""
+    return [semantic_weight * min(max(s, 0.0), 1.0) + keyword_weight * k for s, k in zip(sims, _normalise(ranks))]
+
+
 def search_params(query_text: str, query_vec, n: int) -> dict[str, Any]:
     """The statement parameters of a search for `query_text` with `n` candidates per side (filters aside)."""
     return {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
@@ -351,10 +359,8 @@ def hybrid_search(
     rows = _candidates(pool, corpus, where, exact, params, mode, keyword_candidates, bm25)
     if not rows:
         return []
-    sims = _normalise([float(r["sim"]) for r in rows])
-    ranks = _normalise([float(r["rank"]) for r in rows])
-    scored = sorted(((semantic_weight * s + keyword_weight * k, r) for r, s, k in zip(rows, sims, ranks)),
-                    key=lambda x: (-x[0], x[1]["id"]))
+    fused = fused_scores([float(r["sim"]) for r in rows], [float(r["rank"]) for r in rows], semantic_weight, keyword_weight)
+    scored = sorted(zip(fused, rows), key=lambda x: (-x[0], x[1]["id"]))
     return [
         SearchHit(
             source_type=corpus,

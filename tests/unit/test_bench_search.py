@@ -9,6 +9,7 @@ def _result(labels):
                 f"filtered_p50_ms_{label}": 3.0, f"filtered_p95_ms_{label}": 4.0 + i, f"hnsw_build_s_{label}": 4.0 * 10 ** i,
                 f"search_working_set_mb_{label}": 30.0 * 10 ** i, f"filtered_recall_at_15_{label}": 1.0,
                 f"unfiltered_recall_at_15_{label}": 0.99 - 0.02 * i, f"rare_term_keyword_side_recall_at_15_{label}": 1.0,
+                f"rare_term_hybrid_recall_at_15_{label}": 1.0 - 0.05 * i,
                 f"bulk_load_chunks_per_s_{label}": 5000.0}
     return out
 
@@ -16,6 +17,9 @@ def _result(labels):
 def test_headline_takes_the_worst_recall_over_the_sizes():
     out = search.headline(_result(["10k", "100k", "1m"]), ["10k", "100k", "1m"])
     assert out["unfiltered_recall_at_15"] == 0.95 and out["filtered_recall_at_15"] == 1.0
+    assert out["rare_term_hybrid_recall_at_15"] == 0.9
+    checks = {c["metric"]: c["status"] for c in common.check_targets(out, search.TARGETS)}
+    assert checks["rare_term_hybrid_recall_at_15"] == "FAIL"  # a rare term's chunk must reach the top 15 at every size
 
 
 def test_growth_plot_is_a_png():
