@@ -402,10 +402,19 @@ def sample_stack(name: str = "bench"):
         stop_embedded(settings)
 
 
+def portable_args(argv: list[str]) -> list[str]:
+    """The arguments as the docs show them: a data dir is this machine's path, written as DIR."""
+    out, hide = [], False
+    for arg in argv:
+        out.append("DIR" if hide else "--data-dir=DIR" if arg.startswith("--data-dir=") else arg)
+        hide = arg == "--data-dir"
+    return out
+
+
 def finish(script: str, argv: list[str] | None, args, section: str, result: dict, markdown, tables) -> int:
     """A bench's last steps: its docs/benchmarks.md section (unless --no-write), then one JSON object (--json) or rich
     tables, and the exit code: 1 when --strict and a target failed."""
-    command = f".venv/bin/python bench/{script} " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = f".venv/bin/python bench/{script} " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
     if not args.no_write:
         write_section(section, markdown(result, command.strip()))
     if args.json:

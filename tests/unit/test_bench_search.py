@@ -32,3 +32,8 @@ def test_the_1m_targets_fail_when_a_figure_misses():
     checks = {c["metric"]: c["status"] for c in common.check_targets(result, search.TARGETS_1M)}
     assert checks["p95_ms_1m"] == "FAIL" and checks["filtered_p95_ms_1m"] == "PASS"
     assert checks["unfiltered_recall_at_15_1m"] == "FAIL" and checks["filtered_recall_at_15_1m"] == "PASS"
+
+
+def test_the_docs_command_hides_this_machines_data_dir():
+    assert common.portable_args(["--json", "--data-dir", "/tmp/x", "--reuse"]) == ["--json", "--data-dir", "DIR", "--reuse"]
+    assert common.portable_args(["--data-dir=/srv/y", "--scale", "1m"]) == ["--data-dir=DIR", "--scale", "1m"]
