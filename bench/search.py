@@ -31,7 +31,8 @@ VARIANT_QUERIES = 50  # queries per prototype variant (--variants)
 TARGETS = [("filtered_recall_at_15", ">=", 1.0), ("unfiltered_recall_at_15", ">=", 0.95), ("p95_ms_100k", "<", 20.0),
            ("rare_term_keyword_side_recall_at_15", ">=", 0.95), ("rare_term_hybrid_recall_at_15", ">=", 0.95)]
 TARGETS_1M = [("p95_ms_1m", "<=", 25.0), ("unfiltered_recall_at_15_1m", ">=", 0.95),
-              ("filtered_recall_at_15_1m", ">=", 1.0), ("filtered_p95_ms_1m", "<=", 15.0)]
+              ("filtered_recall_at_15_1m", ">=", 1.0), ("filtered_p95_ms_1m", "<=", 15.0),
+              ("rare_term_keyword_side_recall_at_15_1m", ">=", 0.95), ("rare_term_hybrid_recall_at_15_1m", ">=", 0.95)]
 SEED_QUERIES = [
     "net interest margin outlook", "loan growth guidance", "capex guidance", "deposit costs", "credit quality trends",
     "share repurchase program", "free cash flow", "operating margin expansion", "pricing power inflation",

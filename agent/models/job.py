@@ -219,6 +219,8 @@ class JobState(BaseModel):
     working_memory: str | None = None
     tenk: TenKProgress = Field(default_factory=TenKProgress)
     revision_notes: list[str] = Field(default_factory=list)  # what a refinement round must fix
+    # scopes of this iteration already extracted beside the 10-K agent's answers (their evidence was complete)
+    extracted_early: list[str] = Field(default_factory=list)
     context: ContextUse = Field(default_factory=ContextUse)
     started_at: float | None = None
     inflight: list[TaskCall] = Field(default_factory=list)  # the calls of the stage in flight, for resume

@@ -32,6 +32,7 @@ class CallRecord:
         self.error: str | None = None
         self.usage = Usage()
         self.cost_usd = 0.0
+        self.llm_requests = 0
         self.writes: list[Callable[[Any], None]] = []
 
     def store_with(self, write: Callable[[Any], None]) -> None:
@@ -43,6 +44,7 @@ class CallRecord:
     def use(self, usage: Usage, settings: Settings) -> None:
         """Charge the call with an LLM's usage (add to it: a call may make several LLM requests)."""
         self.usage = self.usage.add(usage) if self.usage.model or self.usage.prompt else usage
+        self.llm_requests += 1
         cost = 0.0 if usage.cached else settings.cost_usd(usage.model, usage.prompt, usage.completion)
         self.cost_usd += cost
         metrics.count_llm_call(self.tool.removeprefix("llm."), usage, cost)
@@ -75,14 +77,15 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
             conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
             conn.execute(
                 "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries,"
-                " error_class, error, worker, prompt_tokens, completion_tokens, cost_usd, cached)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                " error_class, error, worker, prompt_tokens, completion_tokens, cost_usd, cached, llm_requests)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
                 " ON CONFLICT (job_id, call_key) DO UPDATE SET duration_ms=EXCLUDED.duration_ms, result_size=EXCLUDED.result_size,"
                 " retries=EXCLUDED.retries, error_class=EXCLUDED.error_class, error=EXCLUDED.error, started_at=EXCLUDED.started_at,"
                 " worker=EXCLUDED.worker, prompt_tokens=EXCLUDED.prompt_tokens, completion_tokens=EXCLUDED.completion_tokens,"
-                " cost_usd=EXCLUDED.cost_usd, cached=EXCLUDED.cached",
+                " cost_usd=EXCLUDED.cost_usd, cached=EXCLUDED.cached, llm_requests=EXCLUDED.llm_requests",
                 (job_id, call_key, tool, Jsonb(params), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
-                 error_class, error, worker_identity(), rec.usage.prompt, rec.usage.completion, rec.cost_usd, rec.usage.cached),
+                 error_class, error, worker_identity(), rec.usage.prompt, rec.usage.completion, rec.cost_usd, rec.usage.cached,
+                 rec.llm_requests),
             )
             for write in [] if raised else rec.writes:
                 write(conn)
@@ -92,6 +95,6 @@ def load_ledger(pool, job_id: str) -> list[dict]:
     with pool.connection() as conn:
         return conn.execute(
             "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error, worker,"
-            " prompt_tokens, completion_tokens, cost_usd, cached"
+            " prompt_tokens, completion_tokens, cost_usd, cached, llm_requests"
             " FROM job_tool_calls WHERE job_id=%s ORDER BY started_at", (job_id,)
         ).fetchall()

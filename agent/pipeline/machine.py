@@ -16,14 +16,14 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | tenk_plan     | no 10-K plan                                            | search (or at once, if none)  |
 | tenk_plan     | every sub-question already searched                     | (tenk_retrieve at once)       |
 | tenk_plan     | otherwise (first round: with the transcript searches)   | tenk_retrieve                 |
-| tenk_retrieve | always                                                  | tenk_answer                   |
+| tenk_retrieve | always (with the searches' scopes' extraction, once)    | tenk_answer                   |
 | tenk_answer   | always                                                  | tenk_evaluate                 |
 | tenk_evaluate | a company below the quality bar, rounds and time left   | tenk_plan (next round)        |
 | tenk_evaluate | otherwise                                               | (search done at once)         |
 | search        | no evidence at all                                      | done (completed, no evidence) |
 | search        | an answer exists, out of time                           | done (previous answer kept)   |
 | search        | an answer exists, nothing new found                     | decide (previous evaluation)  |
-| search        | otherwise                                               | extract (one call per scope)  |
+| search        | otherwise                                               | extract (scopes not yet done) |
 | extract       | always (over-budget evidence -> working memory)         | compose                       |
 | compose       | composing failed, no earlier answer                     | done (failed, findings kept)  |
 | compose       | composing failed, an earlier answer                     | done (earlier answer kept)    |
@@ -192,6 +192,7 @@ class Step:
         st.pending_keywords = keywords
         st.pending_news_query = news_query
         st.revision_notes = []
+        st.extracted_early = []
         self.emit("iteration_start", f"Iteration {st.iteration}", iteration=st.iteration,
                   max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
         if st.iteration > 1 and (keywords or news_query):
@@ -245,7 +246,10 @@ class Step:
             # an empty round keeps the previous working set: nothing new to regenerate from, so the previous
             # answer and its evaluation stand, and the loop decides again from them
             return self._conclude(self.state.iterations[-1].evaluation, "follow-up search found nothing new; ")
-        return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in ev.scopes])
+        calls: list[TaskCall] = [ExtractCall(scope=s) for s in ev.scopes if s not in self.state.extracted_early]
+        if not calls:  # every scope was extracted beside the 10-K answers
+            return self.after_extract()
+        return self._dispatch(Stage.extract, calls)
 
     def _keep_previous_answer(self, reason: str) -> StepOutcome:
         last = self.state.iterations[-1]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from agent.models.job import TenKProgress
 from agent.models.steps import (
     Assignment,
+    ExtractCall,
     Stage,
     TaskCall,
     TenKAnswerCall,
@@ -120,7 +121,24 @@ def after_tenk_retrieve(step: Step) -> StepOutcome:
     step.emit("tenk_search", f"10-K round {tk.round}: {added} new passages and tables", phase="retrieval",
               round=tk.round, chunks_added=added)
     calls: list[TaskCall] = [TenKAnswerCall(round=tk.round, ticker=t) for t in tk.open]
-    return step._dispatch(Stage.tenk_answer, calls)
+    return step._dispatch(Stage.tenk_answer, calls + _early_extracts(step))
+
+
+def _early_extracts(step: Step) -> list[TaskCall]:
+    """The transcript and news scopes' extraction, run beside the 10-K answers instead of after the 10-K rounds.
+
+    Once this iteration's searches are in, those scopes' evidence is complete: later 10-K rounds add only 10-K
+    passages, and a transcript or news passage's marker is counted among its own kind, so an extraction now reads
+    what it would read after the 10-K rounds. Only when the answer step will extract (an iteration with evidence
+    that has no answer yet, or that found something new); the 10-K scopes wait for the agent's last answer."""
+    st, ev = step.state, step.inp.evidence
+    if not step.state.tenk.searched or st.extracted_early:
+        return []
+    if ev.total == 0 or (st.answer is not None and (ev.added(st.iteration) == 0 or out_of_time(st, step.now))):
+        return []
+    scopes = [s for s in ev.scopes if not s.endswith(":10k")]
+    st.extracted_early = scopes
+    return [ExtractCall(scope=s) for s in scopes]
 
 
 def after_tenk_answer(step: Step) -> StepOutcome:

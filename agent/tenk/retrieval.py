@@ -101,13 +101,14 @@ def statement_search(ctx, ticker: str, fiscal_year: int, sub_q: SubQuestion, top
 
 
 def retrieve(ctx, llm, question: str, plan: TenKPlan, sub_q: SubQuestion, iteration: int,
-             budget_note: str = "") -> tuple[list[Evidence], Usage]:
+             budget_note: str = "") -> tuple[list[Evidence], Usage | None]:
+    """The sub-question's evidence, and the usage of the LLM request that picked its tables (None: no request)."""
     if sub_q.kind == "TEXT":
-        return text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), Usage()
+        return text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), None
     candidates = table_candidates(ctx.pool, plan.ticker, plan.fiscal_year, sub_q)
     if not candidates:
         found = statement_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration)
-        return found or text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), Usage()
+        return found or text_search(ctx, plan.ticker, plan.fiscal_year, sub_q, iteration=iteration), None
     ids, usage = llm.select_tables(SelectTablesRequest(question=question, sub_question=sub_q, candidates=candidates,
                                                        budget_note=budget_note))
     known = {c.table_id for c in candidates}

@@ -75,18 +75,19 @@ def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCal
         if sq.items and present and not set(sq.items) & present:
             with record_call(ctx.pool, job_id, ledger_key + ":fix", "llm.plan_10k.fix",
                              {"ticker": a.ticker, "items": sq.items, "filing_items": sorted(present)}) as rec:
-                sq, usage = fix_routing(ctx.llm, state.request.question, plan, sq, present, budget_note(state))
-                rec.use(usage, ctx.settings)
-            total = total.add(usage)
+                sq, fixed = fix_routing(ctx.llm, state.request.question, plan, sq, present, budget_note(state))
+                rec.use(fixed, ctx.settings)
+            total = total.add(fixed)
         with record_call(ctx.pool, job_id, ledger_key, f"tenk_{sq.kind.lower()}_search",
                          {"ticker": a.ticker, "items": sq.items, "keywords": sq.keywords}) as rec:
             evidence, usage = retrieve(ctx, ctx.llm, state.request.question, plan, sq, iteration,
                                        budget_note=budget_note(state))
             n = jobstore.add_evidence(ctx.pool, job_id, evidence)
             rec.result_size = len(evidence)
-            rec.use(usage, ctx.settings)
+            if usage is not None:
+                rec.use(usage, ctx.settings)
         added += n
-        total = total.add(usage)
+        total = total.add(usage or Usage())
     jobstore.put_output(ctx.pool, job_id, call.output_key(iteration), TenKRetrieveOutput(added=added, usage=total))
 
 

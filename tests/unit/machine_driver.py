@@ -57,6 +57,7 @@ class Job:
         self.scopes: set[str] = set()
         self.now = 1_000.0
         self.outcomes: list[StepOutcome] = []
+        self.stored: dict[StepKey, StepOutput] = {}  # every output so far, as job_step_outputs holds them
 
     @property
     def last(self) -> StepOutcome:
@@ -71,7 +72,10 @@ class Job:
     def advance(self, outputs: dict[StepKey, StepOutput] | None = None, seconds: float = 1.0,
                 cancel: bool = False, partial_answer: Answer | None = None) -> StepOutcome:
         self.now += seconds
-        inp = StepInput(job_id="job-1", done=self.step, outputs=StepOutputs(items=outputs or {}),
+        self.stored.update(outputs or {})
+        # as the coordinator reads them: every output of the finished step's iteration
+        seen = {k: v for k, v in self.stored.items() if k.iteration == self.step.iteration}
+        inp = StepInput(job_id="job-1", done=self.step, outputs=StepOutputs(items=seen),
                         evidence=EvidenceSummary(per_iteration=dict(self.evidence), scopes=sorted(self.scopes),
                                                  sources={"earnings_transcripts": sum(self.evidence.values())}),
                         availability=self.availability, now=self.now, provider="test", cancel_requested=cancel,

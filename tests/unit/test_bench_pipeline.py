@@ -1,4 +1,4 @@
-from bench.pipeline import stage_gaps_ms
+from bench.pipeline import llm_steps, stage_gaps_ms, stage_of
 
 
 def test_a_hop_is_the_gap_between_one_stage_ending_and_the_next_starting():
@@ -10,3 +10,17 @@ def test_a_hop_is_the_gap_between_one_stage_ending_and_the_next_starting():
 def test_stages_that_overlap_give_no_gap():
     trace = [("1:tenk_plan", 0.0, 1.0), ("1:search:0", 0.5, 0.2), ("1:extract:A", 1.03, 1.0)]  # 10-K and transcript branches at once
     assert stage_gaps_ms(trace) == [30.0]
+
+
+def test_a_10k_stage_keeps_its_round_and_a_fix_call_its_stage():
+    assert stage_of("1:tenk2:answer:ACME") == "1:tenk2:answer"
+    assert stage_of("1:tenk1:plan:ACME:fix") == "1:tenk1:plan"
+    assert stage_of("1:extract:ACME:2024_q2") == "1:extract"
+
+
+def test_llm_stages_that_overlap_are_one_step_of_the_bound():
+    side_by_side = [("0:plan:", 0.0, 1.0), ("1:tenk1:plan:A", 1.02, 1.0), ("1:tenk1:answer:A", 2.1, 1.0),
+                    ("1:extract:A:2024_q1", 2.11, 1.0), ("1:tenk1:evaluate:A", 3.13, 1.0), ("1:compose:", 4.2, 1.0)]
+    assert llm_steps(side_by_side) == 5
+    one_after_another = side_by_side[:3] + [("1:extract:A:2024_q1", 3.2, 1.0), ("1:tenk1:evaluate:A", 4.3, 1.0)]
+    assert llm_steps(one_after_another) == 5 and llm_steps(one_after_another + [("1:compose:", 5.4, 1.0)]) == 6

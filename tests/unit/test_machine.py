@@ -149,8 +149,9 @@ def run_tenk_round(job: Job, quality: float, chunks: int = 0, sub_questions=None
                       if isinstance(c, TenKPlanCall) else None)  # the transcript searches beside it store evidence
     if out.calls and isinstance(out.calls[0], TenKRetrieveCall):
         out = job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
-    assert all(isinstance(c, TenKAnswerCall) for c in out.calls)
-    job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Inventories were 5 [10K1]"), markers={}))
+    assert all(isinstance(c, (TenKAnswerCall, ExtractCall)) for c in out.calls)
+    job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Inventories were 5 [10K1]"), markers={})
+                if isinstance(c, TenKAnswerCall) else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
     if chunks:
         job.find(chunks, "ACME:10k")
     return job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=quality, missing_info=missing or [])))
@@ -184,6 +185,51 @@ def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_alre
     # quality reached; no transcript search for a 10-K-only question: straight to extraction
     assert job.state.tenk.done and job.state.tenk.quality == {"ACME": 0.95}
     assert event_types(out) == ["tenk_search", "search"] and out.calls == [ExtractCall(scope="ACME:10k")]
+
+
+def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k_scope_after():
+    """A question over the 10-K and the calls: the searches' scopes are complete once the retrieval chord is in,
+    so their extraction shares the 10-K answer step (one LLM step fewer on the critical path)."""
+    job = Job()
+    out = planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True, time_refs=["last 2 quarters"])
+    assert job.state.search_plan.tenk and job.state.search_plan.transcripts
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                                 sub_questions=[sub_question(1, "revenue")])))
+    assert {type(c) for c in out.calls} == {TenKRetrieveCall, SearchCall}  # the searches ride with the retrieval
+    job.find(6, "ACME:2024_q4", "ACME:2025_q1")
+    out = job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), ExtractCall(scope="ACME:2024_q4"),
+                         ExtractCall(scope="ACME:2025_q1")]
+    job.find(2, "ACME:10k")
+    out = job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Revenue was 5 [10K1]"), markers={})
+                      if isinstance(c, TenKAnswerCall) else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    assert out.calls == [TenKEvaluateCall(round=1, ticker="ACME")]  # extraction outputs wait for the answer step
+    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.5, missing_info=["margin"])))
+    assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["margin"])]
+    job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                           sub_questions=[sub_question(2, "margin")])))
+    out = job.respond(lambda c, it: TenKRetrieveOutput(added=1))
+    assert out.calls == [TenKAnswerCall(round=2, ticker="ACME")]  # the transcripts are extracted once
+    job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
+    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.95)))
+    assert out.calls == [ExtractCall(scope="ACME:10k")]
+    out = job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    assert out.calls == [ComposeCall()]
+    # the plan and every extraction of the iteration counted once: 2 early and the 10-K scope's
+    assert job.state.tokens == {"prompt": 4 * USAGE.prompt, "completion": 4 * USAGE.completion}
+
+
+def test_a_follow_up_round_that_found_nothing_extracts_nothing_early():
+    job = Job()
+    planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True)
+    run_tenk_round(job, quality=0.95, chunks=2)
+    answer_round(job, 50, keywords=["gross margin"], scopes=("ACME:10k",))
+    assert job.state.iteration == 2 and job.state.answer is not None
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                                 sub_questions=[sub_question(3, "gross margin")]))
+                      if isinstance(c, TenKPlanCall) else None)
+    out = job.respond(lambda c, it: TenKRetrieveOutput(added=0) if isinstance(c, TenKRetrieveCall) else None)
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME")]
 
 
 def test_tenk_stops_after_its_round_limit():
