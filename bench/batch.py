@@ -61,7 +61,7 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common
-from bench.pipeline import stage_of
+from bench.pipeline import llm_steps
 from ops.workers import WorkerManager
 
 SECTION = "batch"
@@ -323,16 +323,18 @@ def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int, ll
     assert report is not None
     ids = [i.job_id for i in report.items if i.job_id]
     with ctx.pool.connection() as conn:
-        rows = conn.execute("SELECT job_id::text AS job, call_key, tool, duration_ms FROM job_tool_calls"
+        rows = conn.execute("SELECT job_id::text AS job, call_key, tool, duration_ms, llm_requests,"
+                            " extract(epoch FROM started_at) AS t FROM job_tool_calls"
                             " WHERE job_id = ANY(%s::uuid[])", (ids,)).fetchall()
         finished = [float(r["t"]) for r in conn.execute("SELECT extract(epoch FROM finished_at) AS t FROM research_jobs"
                                                         " WHERE id = ANY(%s::uuid[]) AND finished_at IS NOT NULL", (ids,))]
-    llm = [r for r in rows if r["tool"].startswith("llm.")]
+    llm = [r for r in rows if r["llm_requests"]]  # calls that waited on the model (a 10-K table pick included)
     calls: dict[str, set[str]] = {}
-    steps: dict[str, set[str]] = {}
+    spans: dict[str, list[tuple[str, float, float]]] = {}
     for r in llm:
         calls.setdefault(r["job"], set()).add(r["call_key"])
-        steps.setdefault(r["job"], set()).add(stage_of(r["call_key"]))
+        spans.setdefault(r["job"], []).append((r["call_key"], float(r["t"]), r["duration_ms"] / 1000))
+    steps = {job: llm_steps(trace) for job, trace in spans.items()}  # stages run side by side are one step
     n = len(ids)
     wall = (report.finished_at - report.started_at).total_seconds()
     # what keeps the bound out of reach: an LLM call lasts L plus the provider's own work, and searches hold batch threads
@@ -344,7 +346,7 @@ def measure(ctx, batch_id: str, cpu_s: float, latency_s: float, threads: int, ll
         "steady_jobs_per_min": round(steady_per_min(finished), 1),
         "statuses": {s: sum(1 for i in report.items if i.status == s) for s in sorted({i.status for i in report.items})},
         "llm_calls_per_job": round(sum(len(v) for v in calls.values()) / n, 2),
-        "llm_steps_per_job": round(sum(len(v) for v in steps.values()) / n, 2),
+        "llm_steps_per_job": round(sum(steps.values()) / n, 2),
         "llm_call_s": round(sum(r["duration_ms"] for r in llm) / 1000 / max(len(llm), 1), 3),
         "thread_use": round(busy_s / (threads * wall), 3),
         "cpu_s_per_job": round(cpu_per_job, 3), "cpu_bound_per_min": round(cpu_bound(cpu_per_job, os.cpu_count() or 1), 1),
