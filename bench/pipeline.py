@@ -67,7 +67,7 @@ def llm_steps(trace: list) -> int:
     beside another, such as the calls' extraction beside the 10-K answers), so with one latency per call the path
     costs this many latencies."""
     steps, ended = 0, None
-    for first, last in sorted((min(a for a, _ in v), max(b for _, b in v)) for v in stage_spans(trace).values()):
+    for first, last in stage_intervals(trace):
         if ended is None or first >= ended:
             steps += 1
             ended = last
@@ -84,12 +84,17 @@ def stage_spans(trace: list) -> dict[str, list[tuple[float, float]]]:
     return stages
 
 
+def stage_intervals(trace: list) -> list[tuple[float, float]]:
+    """(first start, last end) of each stage, ordered by first start."""
+    return sorted((min(a for a, _ in v), max(b for _, b in v)) for v in stage_spans(trace).values())
+
+
 def stage_gaps_ms(trace: list) -> list[float]:
     """Per stage after the first (ordered by first start), the ms from the last task of the stages before it ending
     to its first task starting; a stage that starts while an earlier one runs (a parallel branch) gives no gap."""
     gaps: list[float] = []
     ended = None
-    for first, last in sorted((min(a for a, _ in v), max(b for _, b in v)) for v in stage_spans(trace).values()):
+    for first, last in stage_intervals(trace):
         if ended is not None and first >= ended:
             gaps.append(round(1000 * (first - ended), 1))
         ended = last if ended is None else max(ended, last)

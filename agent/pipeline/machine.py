@@ -40,6 +40,7 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from agent.models.job import ContextUse, IterationRecord, JobResult, JobState, StepEvent, TimedStage
 from agent.models.research import Evaluation, SearchPlan
@@ -237,12 +238,13 @@ class Step:
             self.emit("search", f"Found {added} chunks", chunks=added)
         else:
             self.emit("iteration_search", f"Found {added} new chunks", chunks_added=added, chunks_total=total)
-        if total == 0:
+        ends = self.search_round_ends()
+        if ends == "no_evidence":
             return self._finish("completed", self._result(
                 "completed", note="No evidence was found in the ingested sources for this question."))
-        if self.state.answer is not None and out_of_time(self.state, self.now):
+        if ends == "out_of_time":
             return self._keep_previous_answer("max_duration_seconds ran out")
-        if self.state.answer is not None and added == 0:
+        if ends == "nothing_new":
             # an empty round keeps the previous working set: nothing new to regenerate from, so the previous
             # answer and its evaluation stand, and the loop decides again from them
             return self._conclude(self.state.iterations[-1].evaluation, "follow-up search found nothing new; ")
@@ -250,6 +252,17 @@ class Step:
         if not calls:  # every scope was extracted beside the 10-K answers
             return self.after_extract()
         return self._dispatch(Stage.extract, calls)
+
+    def search_round_ends(self) -> Literal["no_evidence", "out_of_time", "nothing_new"] | None:
+        """Why the iteration's searches lead to no extraction, from what they found so far; None: they lead to it."""
+        st, ev = self.state, self.inp.evidence
+        if ev.total == 0:
+            return "no_evidence"
+        if st.answer is not None and out_of_time(st, self.now):
+            return "out_of_time"
+        if st.answer is not None and ev.added(st.iteration) == 0:
+            return "nothing_new"
+        return None
 
     def _keep_previous_answer(self, reason: str) -> StepOutcome:
         last = self.state.iterations[-1]

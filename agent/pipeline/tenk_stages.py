@@ -129,14 +129,12 @@ def _early_extracts(step: Step) -> list[TaskCall]:
 
     Once this iteration's searches are in, those scopes' evidence is complete: later 10-K rounds add only 10-K
     passages, and a transcript or news passage's marker is counted among its own kind, so an extraction now reads
-    what it would read after the 10-K rounds. Only when the answer step will extract (an iteration with evidence
-    that has no answer yet, or that found something new); the 10-K scopes wait for the agent's last answer."""
-    st, ev = step.state, step.inp.evidence
-    if not step.state.tenk.searched or st.extracted_early:
+    what it would read after the 10-K rounds. Only when what the searches found so far already leads to extraction
+    (`Step.search_round_ends`); the 10-K scopes wait for the agent's last answer."""
+    st = step.state
+    if not st.tenk.searched or st.extracted_early or step.search_round_ends() is not None:
         return []
-    if ev.total == 0 or (st.answer is not None and (ev.added(st.iteration) == 0 or out_of_time(st, step.now))):
-        return []
-    scopes = [s for s in ev.scopes if not s.endswith(":10k")]
+    scopes = [s for s in step.inp.evidence.scopes if not s.endswith(":10k")]
     st.extracted_early = scopes
     return [ExtractCall(scope=s) for s in scopes]
 

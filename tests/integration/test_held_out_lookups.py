@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+import psycopg
 import pytest
 
 from tests.integration.jobs import run_job
@@ -30,8 +31,6 @@ def _drop_held_out(ctx) -> None:
     """The held-out calls' documents (and, by cascade, their chunks), whatever embedder stored them; then a vacuum,
     so the HNSW index holds no dead entries (pgvector 0.6 counts them against ef_search, and an unfiltered search
     of a module after this one would come back short)."""
-    import psycopg
-
     with ctx.pool.connection() as conn:
         conn.execute("DELETE FROM documents WHERE kind = 'transcript' AND ticker = ANY(%s)", (list(HELD_OUT),))
     with psycopg.connect(ctx.database_url, autocommit=True) as conn:
