@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent.context import Context
 from agent.ingest.documents import IngestLimits, Kind, PreparedDocument, expand_paths, file_hash, prepare
 from agent.ingest.errors import IngestError
-from agent.ingest.store import existing_hash, stored_hashes, write_document
+from agent.ingest.store import Stored, adopt_recipe, existing_version, first_chunks, is_unchanged, stored_hashes, write_document
 from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
 
@@ -128,6 +128,42 @@ def _fingerprint(hash_file: Callable[[Path], str | None], path: Path, limits: In
         return None
 
 
+# a stored vector this close to the current embedder's for the same text was made the same way (another precision of
+# the same model, int8 against float weights, is about 0.99 and is re-embedded, as its own recipe name would be)
+SAME_VECTORS = 0.999
+
+
+def ingest_recipe(settings, embedder) -> str:
+    """How a document's chunks and vectors are made, beside its bytes: the embedder and the chunk size and overlap."""
+    return f"embedder={getattr(embedder, 'name', type(embedder).__name__)};chunks={settings.chunk_size}:{settings.chunk_overlap}"
+
+
+def _adopt_current_vectors(ctx: Context, doc_ids: list[int], recipe: str) -> set[int]:
+    """Of documents stored before recipes were recorded, those whose first chunk the current embedder embeds as it is
+    stored: they take the current recipe (upgrading re-embeds nothing that is right already); the others are
+    re-ingested. Their chunking is taken as it is."""
+    if not doc_ids:
+        return set()
+    with ctx.pool.connection() as conn:
+        firsts = first_chunks(conn, doc_ids)
+    ids = list(firsts)
+    if not ids:
+        return set()
+    try:
+        fresh = np.asarray(ctx.embedder.embed([firsts[i][0] for i in ids]), dtype=np.float32)
+    except Exception:  # cannot tell: re-ingest them, which reports any embedding failure per file
+        return set()
+    same = []
+    for doc_id, vec in zip(ids, fresh):
+        stored = firsts[doc_id][1]
+        norms = float(np.linalg.norm(stored) * np.linalg.norm(vec))
+        if stored.shape == vec.shape and norms > 0 and float(stored @ vec) / norms >= SAME_VECTORS:
+            same.append(doc_id)
+    with ctx.pool.connection() as conn:
+        adopt_recipe(conn, same, recipe)
+    return set(same)
+
+
 def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False,
            prepare_file: Callable[[Path], PreparedDocument] | None = None, label: str | None = None,
            hash_file: Callable[[Path], str | None] | None = None, skip_by_stored_hash: bool = True) -> IngestReport:
@@ -135,7 +171,8 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
 
     A file is unchanged, and is not parsed, when a document stored from the same path has the content hash the file
     would be stored under now: `hash_file` gives that hash without parsing (by default the hash of the file's bytes
-    that `prepare` stores; with `prepare_file` and no `hash_file`, every file is parsed). The stored hashes of all the
+    that `prepare` stores; with `prepare_file` and no `hash_file`, every file is parsed) and whose recipe
+    (`ingest_recipe`) is the current one: the same bytes under another embedder or chunking are re-ingested. The stored hashes of all the
     files come from one query. `skip_by_stored_hash=False` parses and chunks every file before comparing its hash
     (the check before the stored-hash lookup, kept as the bench's baseline)."""
     started = time.perf_counter()
@@ -148,16 +185,19 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
         parse_task = progress.add_task(f"parsing {label or kind} files", total=len(files))
         limits = IngestLimits.from_settings(s)
         hash_of = hash_file or (None if prepare_file else file_hash)
-        stored: dict[tuple[str, str], int] = {}
+        recipe = ingest_recipe(s, ctx.embedder)
+        stored: dict[tuple[str, str], Stored] = {}
         if hash_of and skip_by_stored_hash and files:
             with ctx.pool.connection() as conn:  # a kind's own files only: a transcript named as a 10-K still fails
                 stored = stored_hashes(conn, [str(f) for f in files], None if prepare_file else [kind])
+        current = {d.id for d in stored.values() if d.recipe == recipe}
+        current |= _adopt_current_vectors(ctx, [d.id for d in stored.values() if d.recipe is None], recipe)
         stored_paths = {p for p, _ in stored}
         for path in files:
             if hash_of and str(path) in stored_paths:
-                chunks = stored.get((str(path), _fingerprint(hash_of, path, limits) or ""))
-                if chunks is not None:  # the same bytes (and recipe) read from the same path: the same document
-                    report.files.append(FileOutcome(path=str(path), status="unchanged", chunks=chunks))
+                found = stored.get((str(path), _fingerprint(hash_of, path, limits) or ""))
+                if found is not None and found.id in current:  # the same bytes and recipe from the same path
+                    report.files.append(FileOutcome(path=str(path), status="unchanged", chunks=found.chunks))
                     progress.advance(parse_task)
                     continue
             try:
@@ -170,8 +210,9 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
             except Exception as exc:  # a parser's own failure on a hostile file fails that file, not the run
                 report.files.append(FileOutcome(path=str(path), status="error", reason=IngestError(path, _failure("parsing failed", exc)).reason))
             else:
+                prepared = prepared.model_copy(update={"recipe": recipe})
                 with ctx.pool.connection() as conn:
-                    unchanged = existing_hash(conn, prepared) == prepared.content_hash
+                    unchanged = is_unchanged(prepared, existing_version(conn, prepared))
                 if unchanged:
                     report.files.append(FileOutcome(path=str(path), status="unchanged", chunks=len(prepared.chunks)))
                 else:

@@ -48,6 +48,7 @@ class PreparedDocument(BaseModel):
     content_hash: str
     doc: TranscriptDoc | TenKDoc | FilingDoc
     chunks: list[PreparedChunk]
+    recipe: str = ""  # how its chunks and vectors are made (ops.ingest_runner.ingest_recipe), set before it is stored
 
     @property
     def fiscal_quarter(self) -> int:

@@ -161,7 +161,7 @@ class CachedEmbedder:
                 "SELECT text_hash, embedding FROM embedding_cache WHERE model = %s AND text_hash = ANY(%s)",
                 (self.name, keys),
             ).fetchall()
-        return {r["text_hash"]: _as_array(r["embedding"]) for r in rows}
+        return {r["text_hash"]: as_array(r["embedding"]) for r in rows}
 
     def _store(self, fresh: dict[str, np.ndarray]) -> None:
         with self.pool.connection() as conn:
@@ -186,7 +186,7 @@ def make_embedder(settings: Settings, pool=None) -> CachedEmbedder:
     return CachedEmbedder(inner, pool=pool)
 
 
-def _as_array(value) -> np.ndarray:
+def as_array(value) -> np.ndarray:
     """pgvector returns a Vector object (or an ndarray, depending on the version)."""
     if hasattr(value, "to_numpy"):
         value = value.to_numpy()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from agent.models.corpus import Period, SearchFilters
+from agent.providers.embeddings import as_array
 from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
 from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, query_words
@@ -206,6 +207,57 @@ def test_changed_content_replaces_the_document(ctx, corpus, shared_data, tmp_pat
         assert [f.status for f in third.files] == ["unchanged"]
     finally:
         _drop_tickers(ctx, ["ZZR"])
+
+
+class _OtherEmbedder:
+    """Another model as far as the store can tell: its own name and vectors."""
+
+    name = "another-model"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def embed(self, texts):
+        return self.inner.embed([t[::-1] for t in texts])
+
+
+def test_another_embedder_re_ingests_the_same_bytes(ctx, corpus, shared_data, tmp_path):
+    """The vectors a document is stored with are its embedder's: the same file re-ingested under another embedder
+    is replaced (not skipped as unchanged), and a document stored before recipes were recorded keeps its vectors only
+    when they are the current embedder's."""
+    path = tmp_path / "ZZQ_2021_q1.json"
+    path.write_text((shared_data / "transcripts" / "CPF_2021_q1.json").read_text())
+    other = SimpleNamespace(settings=ctx.settings, pool=ctx.pool, redis=ctx.redis, embedder=_OtherEmbedder(ctx.embedder))
+
+    def stored():
+        with ctx.pool.connection() as conn:
+            doc = conn.execute("SELECT id, recipe FROM documents WHERE ticker = 'ZZQ'").fetchone()
+            first = conn.execute("SELECT text, embedding FROM transcript_chunks WHERE document_id = %s"
+                                 " ORDER BY chunk_index LIMIT 1", (doc["id"],)).fetchone()
+        return doc["recipe"], first["text"], as_array(first["embedding"])
+
+    def forget_recipe():
+        with ctx.pool.connection() as conn:
+            conn.execute("UPDATE documents SET recipe = NULL WHERE ticker = 'ZZQ'")
+
+    try:
+        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=False, quiet=True).files] == ["added"]
+        recipe, text, vec = stored()
+        assert recipe.startswith(f"embedder={ctx.embedder.name};")
+        assert [f.status for f in ingest(other, "transcript", [path], fanout=False, quiet=True).files] == ["replaced"]
+        recipe, text, vec = stored()
+        assert recipe.startswith("embedder=another-model;")
+        assert np.allclose(vec, other.embedder.embed([text])[0], atol=1e-5)
+        assert [f.status for f in ingest(other, "transcript", [path], fanout=False, quiet=True).files] == ["unchanged"]
+
+        forget_recipe()  # as stored before recipes: the other model's vectors are not the current embedder's
+        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=False, quiet=True).files] == ["replaced"]
+        assert np.allclose(stored()[2], ctx.embedder.embed([text])[0], atol=1e-5)
+        forget_recipe()  # and now they are: kept, with the recipe recorded
+        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=False, quiet=True).files] == ["unchanged"]
+        assert stored()[0].startswith(f"embedder={ctx.embedder.name};")
+    finally:
+        _drop_tickers(ctx, ["ZZQ"])
 
 
 # ---------------------------------------------------------------- search

@@ -26,23 +26,43 @@ def _transcript(folder: Path, name: str, words: str = "Deposits grew and margins
     return path
 
 
-class FakeStore:
-    """The database as the runner sees it: stored (path, hash) -> chunks, existing hashes by document, and writes."""
+RECIPE = "embedder=hash;chunks=1000:150"  # the fixture's embedder and the default chunking
 
-    def __init__(self, stored: dict[tuple[str, str], int] | None = None, existing: str | None = None):
-        self.stored = stored or {}
-        self.existing = existing
+
+class FakeStore:
+    """The database as the runner sees it: stored (path, hash) -> (chunks, recipe), the version a document would
+    replace, the first chunk's vector of documents stored before recipes, and writes."""
+
+    def __init__(self):
+        self.stored: dict[tuple[str, str], int] = {}
+        self.recipes: dict[tuple[str, str], str | None] = {}  # a stored document's recipe, when not RECIPE
+        self.existing: str | None = None
+        self.existing_recipe: str | None = RECIPE
+        self.first_vectors: dict[int, np.ndarray] = {}
         self.lookups: list[tuple[list[str], list[str] | None]] = []
+        self.adopted: list[int] = []
         self.written: list[str] = []
+
+    def _ids(self) -> dict[tuple[str, str], int]:
+        return {k: i for i, k in enumerate(self.stored)}
 
     def stored_hashes(self, conn, paths, kinds=None):
         self.lookups.append((list(paths), kinds))
-        return {k: v for k, v in self.stored.items() if k[0] in paths}
+        ids = self._ids()
+        return {k: runner.Stored(ids[k], v, self.recipes.get(k, RECIPE)) for k, v in self.stored.items() if k[0] in paths}
 
-    def existing_hash(self, conn, prepared):
-        return self.existing
+    def first_chunks(self, conn, doc_ids):
+        return {i: ("first chunk text", self.first_vectors[i]) for i in doc_ids if i in self.first_vectors}
+
+    def adopt_recipe(self, conn, doc_ids, recipe):
+        assert recipe == RECIPE
+        self.adopted += doc_ids
+
+    def existing_version(self, conn, prepared):
+        return (self.existing, self.existing_recipe) if self.existing else None
 
     def write_document(self, pool, prepared, vecs):
+        assert prepared.recipe == RECIPE
         self.written.append(prepared.path)
         return "replaced" if self.existing else "added"
 
@@ -50,16 +70,20 @@ class FakeStore:
 @pytest.fixture
 def store(monkeypatch) -> FakeStore:
     fake = FakeStore()
-    for name in ("stored_hashes", "existing_hash", "write_document"):
+    for name in ("stored_hashes", "existing_version", "write_document", "first_chunks", "adopt_recipe"):
         monkeypatch.setattr(runner, name, getattr(fake, name))
     monkeypatch.setattr(runner, "invalidate", lambda redis, ticker: None)
     return fake
 
 
+def _embed(texts):
+    return np.ones((len(texts), 4), np.float32)
+
+
 @pytest.fixture
 def ctx():
     pool = SimpleNamespace(connection=lambda: contextlib.nullcontext(object()))
-    embedder = SimpleNamespace(embed=lambda texts: np.zeros((len(texts), 4), np.float32))
+    embedder = SimpleNamespace(name="hash", embed=_embed)
     return SimpleNamespace(settings=Settings(embedding_provider="hash"), pool=pool, embedder=embedder, redis=None)
 
 
@@ -182,3 +206,29 @@ def test_without_a_hash_function_every_given_file_is_read(ctx, store, tmp_path):
     report = runner.ingest(ctx, "10k", [path], fanout=False, quiet=True,
                            prepare_file=lambda p: read.append(p) or prepare_pages(p, META, "ACME", 1000, 150))
     assert read == [path] and store.lookups == [] and report.files[0].status == "added"
+
+
+def test_the_same_bytes_under_another_embedder_or_chunking_are_re_ingested(ctx, store, tmp_path):
+    """A stored document's vectors are its embedder's: switching the embedder (or the chunking) and re-ingesting an
+    unchanged corpus replaces every document instead of keeping vectors the queries no longer match."""
+    path = _transcript(tmp_path, "ACME_2031_q1.json")
+    for other in ("embedder=all-MiniLM-L6-v2;chunks=1000:150", "embedder=hash;chunks=800:150"):
+        store.stored = {(str(path), file_hash(path)): 2}
+        store.recipes = {(str(path), file_hash(path)): other}
+        store.existing, store.existing_recipe, store.written = file_hash(path), other, []
+        report = runner.ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        assert [(f.status, f.chunks) for f in report.files] == [("replaced", 2)] and store.written == [str(path)]
+    assert runner.ingest_recipe(Settings(embedding_provider="hash", chunk_size=800), ctx.embedder) != RECIPE
+
+
+def test_a_document_stored_before_recipes_is_kept_when_its_vectors_are_the_current_embedders(ctx, store, tmp_path):
+    """Upgrading re-embeds nothing that is right already: a document without a recorded recipe whose first chunk the
+    current embedder embeds as stored takes the recipe and is skipped; one whose vectors differ is re-ingested."""
+    kept, stale = _transcript(tmp_path, "ACME_2031_q1.json"), _transcript(tmp_path, "ACME_2031_q2.json", "Loans grew.")
+    store.stored = {(str(kept), file_hash(kept)): 2, (str(stale), file_hash(stale)): 2}
+    store.recipes = {k: None for k in store.stored}
+    store.first_vectors = {0: np.ones(4, np.float32) * 3, 1: np.array([1, -1, 0, 0], np.float32)}
+    report = runner.ingest(ctx, "transcript", [kept, stale], fanout=False, quiet=True)
+    assert [(Path(f.path).name, f.status) for f in report.files] == [("ACME_2031_q1.json", "unchanged"),
+                                                                     ("ACME_2031_q2.json", "added")]
+    assert store.adopted == [0] and store.written == [str(stale)]
