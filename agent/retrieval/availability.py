@@ -24,16 +24,34 @@ def _query(conn, ticker: str, corpus: str) -> list[Period]:
 
 
 def available_periods(pool, ticker: str, corpus: str = "transcript", redis=None, ttl_s: int = 1800) -> list[Period]:
-    key = _KEY.format(corpus=corpus, ticker=ticker.upper())
-    if redis is not None:
-        cached = redis.get(key)
-        if cached is not None:
-            return [Period.parse_key(k) for k in json.loads(cached)]
-    with pool.connection() as conn:
-        periods = _query(conn, ticker, corpus)
-    if redis is not None:
-        redis.set(key, json.dumps([p.key for p in periods]), ex=ttl_s)
-    return periods
+    return available_periods_many(pool, [(ticker, corpus)], redis, ttl_s)[(ticker, corpus)]
+
+
+def available_periods_many(pool, wanted: list[tuple[str, str]], redis=None, ttl_s: int = 1800,
+                           conn=None) -> dict[tuple[str, str], list[Period]]:
+    """(ticker, corpus) -> its periods, for several at once: the cached ones in one Redis round trip (every coordinator
+    step reads its companies' periods), the rest from Postgres (on `conn` when given) and then cached."""
+    found: dict[tuple[str, str], list[Period]] = {}
+    keys = [_KEY.format(corpus=corpus, ticker=ticker.upper()) for ticker, corpus in wanted]
+    cached = redis.mget(keys) if redis is not None and keys else [None] * len(keys)
+    missing = []
+    for want, key, hit in zip(wanted, keys, cached):
+        if hit is not None:
+            found[want] = [Period.parse_key(k) for k in json.loads(hit)]
+        else:
+            missing.append((want, key))
+    if missing:
+        if conn is not None:
+            found |= {want: _query(conn, *want) for want, _ in missing}
+        else:
+            with pool.connection() as own:
+                found |= {want: _query(own, *want) for want, _ in missing}
+        if redis is not None:
+            with redis.pipeline(transaction=False) as pipe:
+                for want, key in missing:
+                    pipe.set(key, json.dumps([p.key for p in found[want]]), ex=ttl_s)
+                pipe.execute()
+    return found
 
 
 def invalidate(redis, ticker: str) -> None:

@@ -10,7 +10,7 @@ from agent.models.research import ResearchPlan, Usage
 from agent.pipeline.budget import budget_note
 from agent.pipeline.inputs import Availability
 from agent.providers.llm.base import LLMProvider, PlanRequest
-from agent.retrieval.availability import available_periods
+from agent.retrieval.availability import available_periods_many
 from agent.retrieval.companies import company_names, load_companies
 from agent.retrieval.periods import resolve
 
@@ -74,8 +74,9 @@ def load_availability(ctx: Context, tickers: list[str], conn=None) -> Availabili
         else:
             with ctx.pool.connection() as own:
                 names = company_names(own, tickers)
+    periods = available_periods_many(ctx.pool, [(t, c) for t in tickers for c in ("transcript", "10k")], ctx.redis, ttl, conn)
     return Availability(
         names=names,
-        transcripts={t: available_periods(ctx.pool, t, "transcript", ctx.redis, ttl) for t in tickers},
-        tenk={t: available_periods(ctx.pool, t, "10k", ctx.redis, ttl) for t in tickers},
+        transcripts={t: periods[(t, "transcript")] for t in tickers},
+        tenk={t: periods[(t, "10k")] for t in tickers},
     )
