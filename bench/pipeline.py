@@ -134,6 +134,7 @@ def main() -> None:
     parser.add_argument("--data-dir")
     parser.add_argument("--no-mixed", action="store_true",
                         help="skip the 10-K-and-transcripts question (detailed mode at the headline latency)")
+    parser.add_argument("--no-floor", action="store_true", help="skip Celery's own hop (bench/hop_floor.py) after the grid")
     args = parser.parse_args()
 
     fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
@@ -156,6 +157,7 @@ def main() -> None:
     manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
     grid: dict[tuple[str, float, bool], dict] = {}
     mixed: dict[bool, dict] = {}
+    floor = None
     try:
         for fanout in (True, False):  # one worker set per (latency, fan-out); every mode runs on it
             for latency in latencies:
@@ -163,6 +165,11 @@ def main() -> None:
                     grid[mode, latency, fanout] = _runs(ctx, manager, latency, fanout, args.repeat, mode)
                 if latency == HEADLINE[1] and not args.no_mixed:
                     mixed[fanout] = _runs(ctx, manager, latency, fanout, args.repeat, HEADLINE[0], MIXED_QUESTION)
+        manager.stop()
+        if not args.no_floor:  # Celery's own hop, on the same stack, with the pipeline's workers stopped
+            from bench.hop_floor import measure
+
+            floor = measure(ctx.redis)
     finally:
         manager.stop()
         stop_embedded(settings)
@@ -178,6 +185,8 @@ def main() -> None:
                                                  "llm_calls", "llm_steps", "iterations")} for r in at_1s},
         "hop_ms": round(statistics.median(hops), 1) if hops else None,
         "hop_ms_p90": round(statistics.quantiles(hops, n=10)[-1], 1) if len(hops) >= 2 else None,
+        "floor": floor,
+        "hop_over_floor": round(statistics.median(hops) / floor["hop_ms"], 2) if floor and hops else None,
         "grid": rows,
         "fanout": grid[HEADLINE[0], HEADLINE[1], True], "sequential": grid[HEADLINE[0], HEADLINE[1], False],
         "machine": machine(), "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
@@ -229,7 +238,7 @@ when an answer falls short of its threshold and it has iterations left.
 
 Bound = LLM steps on the critical path x latency. Hop = the gap between one stage's last task ending and the next
 stage's first task starting (chord body, coordinator step, next dispatch), from the tool ledger: median
-**{o['hop_ms']} ms** over every fan-out run, 90th percentile {o['hop_ms_p90']} ms.
+**{o['hop_ms']} ms** over every fan-out run, 90th percentile {o['hop_ms_p90']} ms.{_floor_markdown(o)}
 
 Where the detailed run at 1 s spends its time (from its tool ledger; s after the plan call started):
 
@@ -248,6 +257,20 @@ Targets (issue #13):
 - machine: {o['machine']['cpu_count']} CPUs, {o['machine']['platform']},
   1-minute load average {o['load_avg_1m']['start']} at the start, {o['load_avg_1m']['end']} at the end
 """
+
+
+def _floor_markdown(o: dict) -> str:
+    f = o.get("floor")
+    if not f:
+        return ""
+    return f"""
+
+Celery's own hop under it (`bench/hop_floor.py`, the same run and stack after the grid: the product's Celery app and
+worker processes, chords of {f['width']} sleeping tasks, a chord body that only dispatches the next chord, no
+coordinator step and no database): median **{f['hop_ms']} ms**, 90th percentile {f['hop_ms_p90']} ms, over
+{f['hops']} hops. The pipeline's hop is {o['hop_over_floor']}x that: the rest is the coordinator's step (the job's
+row lock and inputs, the state machine, the save and its commit), the finished call's ledger and output write and
+the next call's read of its inputs."""
 
 
 def _mixed_markdown(m: dict | None) -> str:

@@ -1,0 +1,133 @@
+"""Celery's own queue hop on this machine, as the floor under the pipeline's: the product's Celery app (its config,
+its batched chord publish, its task signals), worker processes started as the product starts them (threads pool,
+task events on), and chords shaped like the pipeline's, with none of the pipeline's work. Leaf tasks sleep (the LLM
+call), note when they ended in Redis (as a call writes its ledger row), and the chord body only dispatches the next
+chord: no coordinator step, no database.
+
+hop = the next stage's first leaf start - the previous stage's last leaf end, as bench/pipeline.py measures it from
+the tool ledger. `bench/pipeline.py` runs this on its own stack after its grid, so the two hops are side by side.
+
+    python bench/hop_floor.py [--json]      (a stack of its own; prints the figures)
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from celery import chord
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workers.app import app, context
+from workers.batching import one_publish_batch
+
+LEAF_QUEUE, BODY_QUEUE = "hopfloor-llm", "hopfloor-coordinator"
+LEAF_S = 0.3
+
+
+def _note(run: str, kind: str, stage: int, started: float, ended: float) -> None:
+    context().redis.rpush(f"finagent:bench:hop:{run}", json.dumps([kind, stage, started, ended]))
+
+
+@app.task(name="bench.hop.leaf", acks_late=True, track_started=False)
+def leaf(run: str, stage: int, seconds: float) -> None:
+    started = time.time()
+    time.sleep(seconds)
+    _note(run, "leaf", stage, started, time.time())
+
+
+@app.task(name="bench.hop.body", acks_late=True, track_started=False)
+def body(run: str, stage: int, stages: int, width: int, seconds: float) -> None:
+    started = time.time()
+    _note(run, "body", stage, started, started)
+    if stage < stages:
+        leaves = [leaf.si(run, stage + 1, seconds).set(queue=LEAF_QUEUE) for _ in range(width)]
+        with one_publish_batch(app):
+            chord(leaves, body.si(run, stage + 1, stages, width, seconds).set(queue=BODY_QUEUE)).apply_async()
+
+
+def _hops(rows: list[list], stages: int) -> list[float]:
+    ends: dict[int, float] = {}
+    starts: dict[int, float] = {}
+    for kind, stage, started, ended in rows:
+        if kind == "leaf":
+            ends[stage] = max(ends.get(stage, 0.0), ended)
+            starts[stage] = min(starts.get(stage, float("inf")), started)
+    return [(starts[s + 1] - ends[s]) * 1000 for s in range(1, stages)]
+
+
+def measure(redis, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: float = 60) -> dict:
+    """Start a body-queue and a leaf-queue worker process (as the coordinator and llm workers run), time `runs` chains
+    of `stages` chords of `width` leaves, stop the workers. The stack (FINAGENT_* environment) must be up."""
+    from workers.topology import WORKERS
+
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")])}
+    concurrency = {spec.name: spec.concurrency for spec in WORKERS}
+    procs = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench.hop_floor", "worker", "-Q", queue, "-P", "threads",
+                               "-c", str(concurrency.get(name, 8)), "-E", "-n", f"{queue}-{os.getpid()}@%h", "-l", "WARNING"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for queue, name in ((BODY_QUEUE, "coordinator"), (LEAF_QUEUE, "llm"))]
+    hops: list[float] = []
+    try:
+        _wait_ready(procs)
+        for i in range(runs + 1):  # the first run warms the workers up and is not counted
+            run = f"{os.getpid()}-{width}-{i}"
+            body.si(run, 0, stages, width, LEAF_S).set(queue=BODY_QUEUE).apply_async()
+            key, deadline = f"finagent:bench:hop:{run}", time.monotonic() + timeout_s
+            while True:
+                rows = [json.loads(x) for x in redis.lrange(key, 0, -1)]
+                if any(r[0] == "body" and r[1] == stages for r in rows):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"hop floor run {run} did not finish in {timeout_s} s")
+                time.sleep(0.05)
+            redis.delete(key)
+            if i:
+                hops += _hops(rows, stages)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+    ordered = sorted(hops)
+    return {"width": width, "hops": len(hops), "hop_ms": round(statistics.median(hops), 1),
+            "hop_ms_p90": round(ordered[int(0.9 * (len(ordered) - 1))], 1)}
+
+
+def _wait_ready(procs: list[subprocess.Popen], wait_s: float = 60) -> None:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a hop-floor worker exited at start")
+        replies = app.control.ping(timeout=0.5) or []
+        if sum(1 for r in replies for name in r if name.startswith("hopfloor-")) >= len(procs):
+            return
+    raise RuntimeError("the hop-floor workers did not answer a ping")
+
+
+def main() -> None:
+    from bench.common import fresh_env
+
+    fresh_env(None, embedding_provider="hash", llm_provider="extractive")
+    from agent.settings import get_settings
+    from ops.runtime import bootstrap
+    from ops.stack import stop_embedded
+
+    settings = get_settings()
+    ctx = bootstrap(settings)
+    try:
+        result = measure(ctx.redis)
+    finally:
+        stop_embedded(settings)
+    print(json.dumps(result) if "--json" in sys.argv else
+          f"Celery's own hop (chords of {result['width']}): median {result['hop_ms']} ms, p90 {result['hop_ms_p90']} ms")
+
+
+if __name__ == "__main__":
+    main()
