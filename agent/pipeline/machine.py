@@ -92,11 +92,14 @@ class Step:
         return StepOutcome(state=self.state, step=JobStep(iteration=self.state.iteration, stage=stage), calls=calls,
                            events=self.events)
 
-    def _read(self, stage: Stage, round: int | None = None) -> dict[StepKey, StepOutput]:
-        """The outputs of `stage` in this iteration; their token usage joins the job's."""
+    def _read(self, stage: Stage, round: int | None = None, charged: list[str] | None = None) -> dict[StepKey, StepOutput]:
+        """The outputs of `stage` in this iteration; their token usage joins the job's, except the outputs of the
+        `charged` parts (scopes), whose usage joined it when they were first read."""
         outputs = self.inp.outputs.of(self.state.iteration, stage, round)
         st = self.state
-        for out in outputs.values():
+        for key, out in outputs.items():
+            if charged and key.part in charged:
+                continue
             u = out.usage
             if u.cached:
                 st.cache_hits += 1
@@ -193,7 +196,7 @@ class Step:
         st.pending_keywords = keywords
         st.pending_news_query = news_query
         st.revision_notes = []
-        st.extracted_early = []
+        st.extracted_early, st.early_charged = [], False
         self.emit("iteration_start", f"Iteration {st.iteration}", iteration=st.iteration,
                   max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
         if st.iteration > 1 and (keywords or news_query):
@@ -275,8 +278,9 @@ class Step:
     def after_extract(self) -> StepOutcome:
         """What went over the budget is folded into the job's working memory, which the composer reads."""
         self._stage_time("generation")
-        outs = [o for o in self._read(Stage.extract).values() if isinstance(o, ExtractOutput)]
         st = self.state
+        charged = st.extracted_early if st.early_charged else None
+        outs = [o for o in self._read(Stage.extract, charged=charged).values() if isinstance(o, ExtractOutput)]
         st.context = ContextUse(verbatim=sum(o.verbatim for o in outs), summarised=sum(len(o.summarised) for o in outs),
                                 summarised_scopes=sorted(o.findings.scope for o in outs if o.summarised),
                                 merged=sum(o.merged for o in outs), tokens_saved=sum(o.tokens_saved for o in outs))

@@ -143,6 +143,12 @@ def after_tenk_answer(step: Step) -> StepOutcome:
     step._stage_time("tenk")
     tk = step.state.tenk
     step._read(Stage.tenk_answer, tk.round)
+    st = step.state
+    if st.extracted_early and not st.early_charged:
+        # the extractions that rode in this chord are paid for now, whether or not the answer step comes to read
+        # them (the time may run out, or the job be cancelled, during the 10-K rounds)
+        step._read(Stage.extract)
+        st.early_charged = True
     calls: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open]
     return step._dispatch(Stage.tenk_evaluate, calls)
 

@@ -219,6 +219,24 @@ def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k
     assert job.state.tokens == {"prompt": 4 * USAGE.prompt, "completion": 4 * USAGE.completion}
 
 
+def test_extractions_beside_the_10k_answers_are_paid_for_even_when_the_job_ends_before_the_answer_step():
+    """A cancel (or the time running out) during the 10-K rounds ends the job before the answer step reads the early
+    extractions: their tokens and cost are the job's all the same, and counted once when the answer step does read them."""
+    job = Job()
+    planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True, time_refs=["last 2 quarters"])
+    job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                           sub_questions=[sub_question(1, "revenue")])))
+    job.find(6, "ACME:2024_q4", "ACME:2025_q1")
+    job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
+    out = job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Revenue was 5 [10K1]"), markers={})
+                      if isinstance(c, TenKAnswerCall) else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    assert out.calls == [TenKEvaluateCall(round=1, ticker="ACME")]
+    paid = {"prompt": 3 * USAGE.prompt, "completion": 3 * USAGE.completion}  # the plan and the two early extractions
+    assert job.state.tokens == paid
+    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.5)), cancel=True)
+    assert out.status == "cancelled" and job.state.tokens == paid
+
+
 def test_a_follow_up_round_that_found_nothing_extracts_nothing_early():
     job = Job()
     planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True)
