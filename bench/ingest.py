@@ -364,7 +364,8 @@ and, with the local model, its loading (`load_s`, done before the clock starts).
 not counted. Inline ingest parses every file before embedding any, so the peak grows with the files that need
 embedding. The re-ingest runs once, after the first embedder's passes, and reads no model: a file is unchanged when a
 stored document has its source path and the content hash it would be stored under (its bytes' SHA-256; for a pages
-file with its manifest row, ticker and chunking recipe), all read in one query; `again_parse_all` is the same run
+file with its manifest row, ticker and chunking recipe) and the current recipe (embedder, chunk size and overlap),
+all read in one query; `again_parse_all` is the same run
 parsing and chunking every file first, as re-ingest did before."""
 
 
