@@ -23,7 +23,7 @@ import logging
 from celery import chain, chord
 from celery.canvas import Signature
 
-from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall
+from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall, call_chains
 from agent.persistence.jobstore import JobRow
 from workers.app import app, context
 from workers.batching import one_publish_batch
@@ -76,13 +76,14 @@ def fan_out_canvas(job_id: str, done_step: str, calls: list[TaskCall], iteration
     """The calls as a chord whose body is the coordinator's next step (a chain when there is one call or
     fan-out is off). Every id in it is fixed here, none left to Celery's random uuids."""
     body = advance_signature(job_id, done_step, batch, task_id=advance_task_id(job_id, done_step, calls))
-    sigs = [call_signature(c, job_id, iteration, batch) for c in calls]
-    if len(sigs) == 1 or not parallel:
-        return chain(*sigs, body)  # fan-out disabled: the same tasks, one after another
+    chains = [[call_signature(c, job_id, iteration, batch) for c in links] for links in call_chains(calls)]
+    if len(chains) == 1 or not parallel:
+        return chain(*(s for links in chains for s in links), body)  # fan-out disabled: the same tasks, one after another
     # the chord's own task_id becomes its header group's id. A fixed group id is safe to re-send: Celery's Redis
     # backend (>= 5.7) counts a chord part once per task id, so a re-sent header joins the parts the first send
-    # already finished instead of firing the body early.
-    return chord(sigs, body, task_id=group_id(job_id, done_step, calls))
+    # already finished instead of firing the body early. A chain is one part, counted when its last task ends.
+    return chord([links[0] if len(links) == 1 else chain(*links) for links in chains], body,
+                 task_id=group_id(job_id, done_step, calls))
 
 
 def fan_out(job_id: str, done_step: str, calls: list[TaskCall], iteration: int, batch: bool) -> None:

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable
 
 from agent.infra import liveness
+from agent.models.steps import call_chains
 from agent.persistence import jobstore
 from tasks.dispatch import advance_signature, advance_task_id, call_task_id, start_task_id
 from workers.app import app, context, renew_broker_connections
@@ -29,9 +30,14 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")  # kombu's Redi
 
 
 def waited_ids(job: jobstore.JobRow) -> list[str]:
+    return [i for links in waited_chains(job) for i in links]
+
+
+def waited_chains(job: jobstore.JobRow) -> list[list[str]]:
+    """The ids a job waits on, as the chains they were sent in (a 10-K evaluation behind its company's answer)."""
     if job.step == "start":
-        return [start_task_id(job.id)]
-    return [call_task_id(c, job.id, job.state.iteration) for c in job.state.inflight]
+        return [[start_task_id(job.id)]]
+    return [[call_task_id(c, job.id, job.state.iteration) for c in links] for links in call_chains(job.state.inflight)]
 
 
 def queued_ids(redis) -> set[str]:
@@ -61,8 +67,10 @@ def live_claims(redis) -> set[str]:
     return claims - set(liveness.orphans(redis))
 
 
-def _unfinished(ids: Iterable[str]) -> list[str]:
-    return [i for i in ids if app.AsyncResult(i).state not in FINISHED]
+def _unfinished(chains: Iterable[list[str]]) -> list[str]:
+    """Of each chain, its first link not finished: a link behind an unfinished one is not sent yet, so not lost."""
+    firsts = (next((i for i in links if app.AsyncResult(i).state not in FINISHED), None) for links in chains)
+    return [i for i in firsts if i is not None]
 
 
 def reconcile_quiet_jobs() -> list[str]:
@@ -70,7 +78,7 @@ def reconcile_quiet_jobs() -> list[str]:
 
     ctx = context()
     quiet = [j for j in (jobstore.load_job(ctx.pool, i) for i in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S)) if j is not None]
-    waiting = {job.id: _unfinished(waited_ids(job)) for job in quiet}
+    waiting = {job.id: _unfinished(waited_chains(job)) for job in quiet}
     held: set[str] | None = None
     acted: list[str] = []
     for job in quiet:

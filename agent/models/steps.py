@@ -307,3 +307,20 @@ TaskCall = Annotated[
 ]
 TaskKind = Literal["plan", "search", "news", "extract", "compose", "evaluate", "tenk_plan", "tenk_retrieve",
                    "tenk_answer", "tenk_evaluate"]
+
+
+def call_chains(calls: list[TaskCall]) -> list[list[TaskCall]]:
+    """The calls of one fan-out as the chains they run in: a company's 10-K evaluation right after that company's
+    answer (it reads only that answer, so it starts as soon as the answer is in, not when every company's is), every
+    other call on its own. Fanned out, each chain runs beside the others; not fanned out, they run one after another in
+    this order."""
+    chains: list[list[TaskCall]] = []
+    answers: dict[tuple[int, str], list[TaskCall]] = {}
+    for call in calls:
+        if isinstance(call, TenKEvaluateCall) and (call.round, call.ticker) in answers:
+            answers[(call.round, call.ticker)].append(call)
+            continue
+        chains.append([call])
+        if isinstance(call, TenKAnswerCall):
+            answers[(call.round, call.ticker)] = chains[-1]
+    return chains

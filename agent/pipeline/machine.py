@@ -16,8 +16,10 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | tenk_plan     | no 10-K plan                                            | search (or at once, if none)  |
 | tenk_plan     | every sub-question already searched                     | (tenk_retrieve at once)       |
 | tenk_plan     | otherwise (first round: with the transcript searches)   | tenk_retrieve                 |
-| tenk_retrieve | always (with the searches' scopes' extraction, once)    | tenk_answer                   |
-| tenk_answer   | always                                                  | tenk_evaluate                 |
+| tenk_retrieve | always: each company's answer, its evaluation chained   | tenk_answer                   |
+|               | to it (with the searches' scopes' extraction, once)     |                               |
+| tenk_answer   | every company's evaluation is in                        | (as after tenk_evaluate)      |
+| tenk_answer   | answers only (a job saved before the chains)            | tenk_evaluate                 |
 | tenk_evaluate | a company below the quality bar, rounds and time left   | tenk_plan (next round)        |
 | tenk_evaluate | otherwise                                               | (search done at once)         |
 | search        | no evidence at all                                      | done (completed, no evidence) |

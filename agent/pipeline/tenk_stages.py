@@ -120,7 +120,9 @@ def after_tenk_retrieve(step: Step) -> StepOutcome:
                 if isinstance(o, TenKRetrieveOutput))
     step.emit("tenk_search", f"10-K round {tk.round}: {added} new passages and tables", phase="retrieval",
               round=tk.round, chunks_added=added)
-    calls: list[TaskCall] = [TenKAnswerCall(round=tk.round, ticker=t) for t in tk.open]
+    # each company's evaluation is chained to its own answer (models.steps.call_chains): it reads only that answer
+    calls: list[TaskCall] = [c for t in tk.open for c in (TenKAnswerCall(round=tk.round, ticker=t),
+                                                          TenKEvaluateCall(round=tk.round, ticker=t))]
     return step._dispatch(Stage.tenk_answer, calls + _early_extracts(step))
 
 
@@ -140,6 +142,8 @@ def _early_extracts(step: Step) -> list[TaskCall]:
 
 
 def after_tenk_answer(step: Step) -> StepOutcome:
+    """The round's answers and, chained each to its company's answer, their evaluations are in (a job that was waiting
+    on its answers alone when it was saved, before the chains, evaluates them now)."""
     step._stage_time("tenk")
     tk = step.state.tenk
     step._read(Stage.tenk_answer, tk.round)
@@ -149,8 +153,11 @@ def after_tenk_answer(step: Step) -> StepOutcome:
         # them (the time may run out, or the job be cancelled, during the 10-K rounds)
         step._read(Stage.extract)
         st.early_charged = True
-    calls: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open]
-    return step._dispatch(Stage.tenk_evaluate, calls)
+    evaluated = {key.part for key in step.inp.outputs.of(st.iteration, Stage.tenk_evaluate, tk.round)}
+    waiting: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open if t not in evaluated]
+    if waiting:
+        return step._dispatch(Stage.tenk_evaluate, waiting)
+    return after_tenk_evaluate(step)
 
 
 def after_tenk_evaluate(step: Step) -> StepOutcome:

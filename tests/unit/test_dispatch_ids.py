@@ -18,12 +18,16 @@ from workers.topology import ADVANCE
 JOB = "job-1"  # the driver's job id
 
 
+def _ids(sig: Signature) -> list[str]:
+    return [i for t in sig.tasks for i in _ids(t)] if isinstance(sig, _chain) else [sig.options["task_id"]]
+
+
 def canvas_ids(canvas: Signature) -> tuple[list[str], str | None]:
     """(task ids in sending order, the chord's header group id)."""
     if isinstance(canvas, _chord):
-        return [t.options["task_id"] for t in canvas.tasks] + [canvas.body.options["task_id"]], canvas.options["task_id"]
+        return [i for t in canvas.tasks for i in _ids(t)] + [canvas.body.options["task_id"]], canvas.options["task_id"]
     assert isinstance(canvas, _chain)
-    return [t.options["task_id"] for t in canvas.tasks], None
+    return _ids(canvas), None
 
 
 def sent_ids(job: Job, parallel: bool = True) -> tuple[list[str], list[str]]:
@@ -73,8 +77,10 @@ def test_ten_k_rounds_in_one_iteration_carry_their_round():
     assert job.state.iteration == 1 and job.state.tenk.round == 4  # round 4 planning in flight
     ids = assert_unique_and_prefixed(job)
     for r in (1, 2, 3):
-        assert {f"{JOB}:1:advance:tenk{r}:{s}" for s in ("plan", "retrieve", "answer", "evaluate")} <= set(ids)
-        assert f"{JOB}:1:tenk{r}:answer:ACME" in ids
+        # the evaluation rides in the answer chord, chained to its answer: no advance of its own
+        assert {f"{JOB}:1:advance:tenk{r}:{s}" for s in ("plan", "retrieve", "answer")} <= set(ids)
+        assert f"{JOB}:1:advance:tenk{r}:evaluate" not in ids
+        assert {f"{JOB}:1:tenk{r}:answer:ACME", f"{JOB}:1:tenk{r}:evaluate:ACME"} <= set(ids)
 
 
 def test_a_rerouted_job_with_10k_rounds_and_searches_side_by_side():
@@ -105,3 +111,23 @@ def test_the_drivers_outcomes_are_what_the_coordinator_dispatches():
     planned(job)
     keep_searching(job, 75, rounds=3)
     assert all(out.step.iteration == out.state.iteration for out in job.outcomes if out.calls)
+
+
+def test_a_10k_evaluation_is_sent_chained_to_its_own_companys_answer():
+    """In the answer chord, each company's evaluation is the second link of a chain whose first is its answer (it
+    starts when that answer is in); the extractions beside them are single parts. Not fanned out, the same tasks run
+    one after another, each evaluation right after its answer."""
+    job = Job()
+    planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True, time_refs=["last 2 quarters"])
+    job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                           sub_questions=[sub_question(1, "revenue")])))
+    job.find(4, "ACME:2024_q4", "ACME:2025_q1")
+    out = job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
+    canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False)
+    assert isinstance(canvas, _chord)
+    parts = [_ids(t) for t in canvas.tasks]
+    assert parts == [[f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:evaluate:ACME"],
+                     [f"{JOB}:1:extract:ACME:2024_q4"], [f"{JOB}:1:extract:ACME:2025_q1"]]
+    assert isinstance(canvas.tasks[0], _chain) and canvas.body.options["task_id"] == f"{JOB}:1:advance:tenk1:answer"
+    sequential = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=False)
+    assert _ids(sequential)[:-1] == [i for p in parts for i in p]

@@ -1,6 +1,8 @@
 """The coordinator's state machine, driven through whole jobs with no database, Redis or workers."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from agent.models.research import Answer, ScopeFindings, TickerPeriods, Usage
@@ -25,9 +27,10 @@ from agent.models.steps import (
     TenKPlanOutput,
     TenKRetrieveCall,
     TenKRetrieveOutput,
+    call_chains,
 )
 from agent.models.tenk import SubQuestion, TenKEvaluation, TenKPlan
-from tests.unit.machine_driver import USAGE, Job, answer, evaluation, event_types, plan
+from tests.unit.machine_driver import AVAILABILITY, USAGE, Job, answer, evaluation, event_types, plan, quarters
 
 
 def planned(job: Job, **plan_fields):
@@ -110,9 +113,8 @@ def test_the_router_reroutes_a_low_confidence_answer_through_strategies_that_wid
     assert [c.task for c in out.calls] == ["tenk_retrieve", "search", "search"]
 
     job.respond(lambda c, it: TenKRetrieveOutput(added=1) if isinstance(c, TenKRetrieveCall) else None)
-    job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
     job.find(2, "ACME:10k")
-    job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.95)))
+    job.respond(tenk_chord(0.95))
     out = answer_round(job, 40)
     # the transcripts-only fallback would search less than now, so the next re-route widens the window instead
     assert [r.agent_name for r in job.state.routing_history] == ["transcripts_first", "10k_first", "broad_window"]
@@ -141,6 +143,18 @@ def sub_question(id: int, keywords: str) -> SubQuestion:
     return SubQuestion(id=id, text=keywords, kind="TABLE", items=["8"], keywords=keywords)
 
 
+def tenk_chord(quality: float = 0.95, missing=None, text: str = "- Inventories were 5 [10K1]"):
+    """The outputs of a 10-K answer chord: each company's answer with its evaluation chained to it, and any
+    extraction run beside them."""
+    def respond(c, it):
+        if isinstance(c, TenKAnswerCall):
+            return TenKAnswerOutput(answer=answer(text), markers={})
+        if isinstance(c, TenKEvaluateCall):
+            return TenKEvaluateOutput(evaluation=TenKEvaluation(quality=quality, missing_info=missing or []))
+        return ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE)
+    return respond
+
+
 def run_tenk_round(job: Job, quality: float, chunks: int = 0, sub_questions=None, missing=None):
     """One 10-K round from its plan calls to its evaluation's outcome."""
     subs = sub_questions or [sub_question(1, "inventories balance sheet"), sub_question(2, "cost of sales")]
@@ -149,12 +163,10 @@ def run_tenk_round(job: Job, quality: float, chunks: int = 0, sub_questions=None
                       if isinstance(c, TenKPlanCall) else None)  # the transcript searches beside it store evidence
     if out.calls and isinstance(out.calls[0], TenKRetrieveCall):
         out = job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
-    assert all(isinstance(c, (TenKAnswerCall, ExtractCall)) for c in out.calls)
-    job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Inventories were 5 [10K1]"), markers={})
-                if isinstance(c, TenKAnswerCall) else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    assert all(isinstance(c, (TenKAnswerCall, TenKEvaluateCall, ExtractCall)) for c in out.calls)
     if chunks:
         job.find(chunks, "ACME:10k")
-    return job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=quality, missing_info=missing or [])))
+    return job.respond(tenk_chord(quality, missing))
 
 
 def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_already_searched():
@@ -168,10 +180,9 @@ def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_alre
     assert [(c.slot, [(a.ticker, a.sub_question) for a in c.assignments]) for c in out.calls] == [
         (0, [("ACME", 1)]), (1, [("ACME", 2)])]
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=3))
-    assert out.events[0].data["chunks_added"] == 6 and out.calls == [TenKAnswerCall(round=1, ticker="ACME")]
-    out = job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
-    assert out.calls == [TenKEvaluateCall(round=1, ticker="ACME")]
-    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.5, missing_info=["turnover"])))
+    assert out.events[0].data["chunks_added"] == 6
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME")]
+    out = job.respond(tenk_chord(0.5, ["turnover"]))
     assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["turnover"])]
 
     # the replan keeps sub-question 1 and adds 3: only 3 is retrieved
@@ -179,9 +190,8 @@ def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_alre
         ticker="ACME", fiscal_year=2024, sub_questions=[sub_question(1, "inventories"), sub_question(3, "turnover")])))
     assert [[a.sub_question for a in c.assignments] for c in out.calls] == [[3]]
     job.respond(lambda c, it: TenKRetrieveOutput(added=1))
-    job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
     job.find(7, "ACME:10k")
-    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.95)))
+    out = job.respond(tenk_chord(0.95))
     # quality reached; no transcript search for a 10-K-only question: straight to extraction
     assert job.state.tenk.done and job.state.tenk.quality == {"ACME": 0.95}
     assert event_types(out) == ["tenk_search", "search"] and out.calls == [ExtractCall(scope="ACME:10k")]
@@ -198,20 +208,17 @@ def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k
     assert {type(c) for c in out.calls} == {TenKRetrieveCall, SearchCall}  # the searches ride with the retrieval
     job.find(6, "ACME:2024_q4", "ACME:2025_q1")
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
-    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), ExtractCall(scope="ACME:2024_q4"),
-                         ExtractCall(scope="ACME:2025_q1")]
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME"),
+                         ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1")]
     job.find(2, "ACME:10k")
-    out = job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Revenue was 5 [10K1]"), markers={})
-                      if isinstance(c, TenKAnswerCall) else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    assert out.calls == [TenKEvaluateCall(round=1, ticker="ACME")]  # extraction outputs wait for the answer step
-    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.5, missing_info=["margin"])))
+    out = job.respond(tenk_chord(0.5, ["margin"], "- Revenue was 5 [10K1]"))  # extraction outputs wait for the answer step
     assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["margin"])]
     job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
                                                            sub_questions=[sub_question(2, "margin")])))
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=1))
-    assert out.calls == [TenKAnswerCall(round=2, ticker="ACME")]  # the transcripts are extracted once
-    job.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={}))
-    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.95)))
+    # the transcripts are extracted once
+    assert out.calls == [TenKAnswerCall(round=2, ticker="ACME"), TenKEvaluateCall(round=2, ticker="ACME")]
+    out = job.respond(tenk_chord(0.95))
     assert out.calls == [ExtractCall(scope="ACME:10k")]
     out = job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
     assert out.calls == [ComposeCall()]
@@ -228,13 +235,36 @@ def test_extractions_beside_the_10k_answers_are_paid_for_even_when_the_job_ends_
                                                            sub_questions=[sub_question(1, "revenue")])))
     job.find(6, "ACME:2024_q4", "ACME:2025_q1")
     job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
-    out = job.respond(lambda c, it: TenKAnswerOutput(answer=answer("- Revenue was 5 [10K1]"), markers={})
-                      if isinstance(c, TenKAnswerCall) else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    assert out.calls == [TenKEvaluateCall(round=1, ticker="ACME")]
+    out = job.respond(tenk_chord(0.5, ["margin"]))
+    assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["margin"])]
     paid = {"prompt": 3 * USAGE.prompt, "completion": 3 * USAGE.completion}  # the plan and the two early extractions
     assert job.state.tokens == paid
-    out = job.respond(lambda c, it: TenKEvaluateOutput(evaluation=TenKEvaluation(quality=0.5)), cancel=True)
+    out = job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                                 sub_questions=[sub_question(2, "margin")])), cancel=True)
     assert out.status == "cancelled" and job.state.tokens == paid
+
+
+def test_each_companys_10k_evaluation_is_chained_to_its_own_answer():
+    """The round's answers and their evaluations go out in one fan-out, each evaluation right after its own company's
+    answer (models.steps.call_chains); a job saved while it waited on answers alone evaluates them at its next step."""
+    both = AVAILABILITY.model_copy(update={"tenk": {"ACME": quarters("FY2024"), "BETA": quarters("FY2024")}})
+    job = Job(availability=both)
+    planned(job, tickers=["ACME", "BETA"], data_sources=["10k"], needs_10k=True, time_refs=["fiscal 2024"])
+    job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                           sub_questions=[sub_question(1, "revenue")])))
+    out = job.respond(lambda c, it: TenKRetrieveOutput(added=1))
+    answers = [TenKAnswerCall(round=1, ticker=t) for t in ("ACME", "BETA")]
+    evaluations = [TenKEvaluateCall(round=1, ticker=t) for t in ("ACME", "BETA")]
+    assert out.calls == [answers[0], evaluations[0], answers[1], evaluations[1]]
+    assert call_chains(out.calls) == [[answers[0], evaluations[0]], [answers[1], evaluations[1]]]
+    assert call_chains([*out.calls, ExtractCall(scope="ACME:2024_q4")])[-1] == [ExtractCall(scope="ACME:2024_q4")]
+
+    saved = copy.deepcopy(job)  # the same point, where a job saved before the chains waited on its answers alone
+    out = saved.respond(lambda c, it: TenKAnswerOutput(answer=answer(), markers={})
+                        if isinstance(c, TenKAnswerCall) else None)
+    assert out.calls == evaluations and str(out.step) == "1:tenk_evaluate"
+    out = saved.respond(tenk_chord(0.95))
+    assert saved.state.tenk.done and saved.state.tenk.quality == {"ACME": 0.95, "BETA": 0.95}
 
 
 def test_a_follow_up_round_that_found_nothing_extracts_nothing_early():
@@ -247,7 +277,7 @@ def test_a_follow_up_round_that_found_nothing_extracts_nothing_early():
                                                                  sub_questions=[sub_question(3, "gross margin")]))
                       if isinstance(c, TenKPlanCall) else None)
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=0) if isinstance(c, TenKRetrieveCall) else None)
-    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME")]
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME")]
 
 
 def test_tenk_stops_after_its_round_limit():
