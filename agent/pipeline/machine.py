@@ -230,6 +230,7 @@ class Step:
         st.phase_iterations["refinement"] += 1
         st.pending_keywords, st.pending_news_query = [], None
         st.revision_notes = notes
+        st.extracted_early, st.early_charged = [], False  # this round extracts every scope itself
         self.emit("iteration_start", f"Iteration {st.iteration} (refinement)", iteration=st.iteration,
                   max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
         return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in self.inp.evidence.scopes])

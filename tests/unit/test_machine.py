@@ -468,6 +468,28 @@ def test_a_refinement_round_reworks_the_answer_without_searching():
     assert out.events[-1].data["phase"] == "refinement"
 
 
+def test_a_refinement_round_after_extractions_beside_the_10k_answers_pays_for_every_scope():
+    """The scopes extracted beside the 10-K answers belong to their iteration: a refinement round extracts every scope
+    again and is charged for each of them."""
+    job = Job()
+    planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True, time_refs=["last 2 quarters"])
+    job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
+                                                           sub_questions=[sub_question(1, "revenue")])))
+    job.find(6, "ACME:2024_q4", "ACME:2025_q1")
+    job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
+    job.find(2, "ACME:10k")
+    out = job.respond(tenk_chord(0.95))
+    assert out.calls == [ExtractCall(scope="ACME:10k")]
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
+    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
+        70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+    assert job.state.phase == "refinement" and len(out.calls) == 3
+    before = job.state.tokens["prompt"]
+    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    assert job.state.tokens["prompt"] == before + 3 * USAGE.prompt
+
+
 def test_a_10k_only_question_iterates_with_what_was_missing():
     job = Job()
     planned(job, data_sources=["10k"], needs_10k=True)
