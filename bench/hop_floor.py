@@ -61,33 +61,39 @@ def _hops(rows: list[list], stages: int) -> list[float]:
     return [(starts[s + 1] - ends[s]) * 1000 for s in range(1, stages)]
 
 
-def measure(redis, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: float = 60) -> dict:
-    """Start a body-queue and a leaf-queue worker process (as the coordinator and llm workers run), time `runs` chains
-    of `stages` chords of `width` leaves, stop the workers. The stack (FINAGENT_* environment) must be up."""
+def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: float = 60) -> dict:
+    """Start a body-queue and a leaf-queue worker process (as the coordinator and llm workers run, with their
+    environment), time `runs` chains of `stages` chords of `width` leaves, stop the workers. `ctx`: the running stack."""
+    from ops.stack import StackURLs
+    from ops.workers import wait_ready, worker_env
     from workers.topology import WORKERS
 
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                      os.environ.get("PYTHONPATH", "")])}
-    concurrency = {spec.name: spec.concurrency for spec in WORKERS}
-    procs = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench.hop_floor", "worker", "-Q", queue, "-P", "threads",
-                               "-c", str(concurrency.get(name, 8)), "-E", "-n", f"{queue}-{os.getpid()}@%h", "-l", "WARNING"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for queue, name in ((BODY_QUEUE, "coordinator"), (LEAF_QUEUE, "llm"))]
+    urls = StackURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
+    root = str(Path(__file__).resolve().parents[1])
+    specs = {spec.name: spec for spec in WORKERS}
+    nodes = {queue: f"{queue}-{os.getpid()}" for queue in (BODY_QUEUE, LEAF_QUEUE)}
+    procs = []
+    for queue, name in ((BODY_QUEUE, "coordinator"), (LEAF_QUEUE, "llm")):
+        env = worker_env(urls, ctx.settings.metrics_path(), specs[name])
+        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+        procs.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench.hop_floor", "worker", "-Q", queue,
+                                       "-P", "threads", "-c", str(specs[name].concurrency), "-E", "-n", f"{nodes[queue]}@%h",
+                                       "-l", "WARNING"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     hops: list[float] = []
     try:
-        _wait_ready(procs)
+        wait_ready(urls, [f"{n}@" for n in nodes.values()], 60)
         for i in range(runs + 1):  # the first run warms the workers up and is not counted
             run = f"{os.getpid()}-{width}-{i}"
             body.si(run, 0, stages, width, LEAF_S).set(queue=BODY_QUEUE).apply_async()
             key, deadline = f"finagent:bench:hop:{run}", time.monotonic() + timeout_s
             while True:
-                rows = [json.loads(x) for x in redis.lrange(key, 0, -1)]
+                rows = [json.loads(x) for x in ctx.redis.lrange(key, 0, -1)]
                 if any(r[0] == "body" and r[1] == stages for r in rows):
                     break
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"hop floor run {run} did not finish in {timeout_s} s")
                 time.sleep(0.05)
-            redis.delete(key)
+            ctx.redis.delete(key)
             if i:
                 hops += _hops(rows, stages)
     finally:
@@ -98,17 +104,6 @@ def measure(redis, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: fl
     ordered = sorted(hops)
     return {"width": width, "hops": len(hops), "hop_ms": round(statistics.median(hops), 1),
             "hop_ms_p90": round(ordered[int(0.9 * (len(ordered) - 1))], 1)}
-
-
-def _wait_ready(procs: list[subprocess.Popen], wait_s: float = 60) -> None:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError("a hop-floor worker exited at start")
-        replies = app.control.ping(timeout=0.5) or []
-        if sum(1 for r in replies for name in r if name.startswith("hopfloor-")) >= len(procs):
-            return
-    raise RuntimeError("the hop-floor workers did not answer a ping")
 
 
 def main() -> None:
@@ -122,7 +117,7 @@ def main() -> None:
     settings = get_settings()
     ctx = bootstrap(settings)
     try:
-        result = measure(ctx.redis)
+        result = measure(ctx)
     finally:
         stop_embedded(settings)
     print(json.dumps(result) if "--json" in sys.argv else

@@ -169,7 +169,7 @@ def main() -> None:
         if not args.no_floor:  # Celery's own hop, on the same stack, with the pipeline's workers stopped
             from bench.hop_floor import measure
 
-            floor = measure(ctx.redis)
+            floor = measure(ctx)
     finally:
         manager.stop()
         stop_embedded(settings)

@@ -15,6 +15,7 @@ from agent.context import Context
 from agent.ingest.documents import IngestLimits, Kind, PreparedDocument, expand_paths, file_hash, prepare
 from agent.ingest.errors import IngestError
 from agent.ingest.store import Stored, adopt_recipe, existing_version, first_chunks, is_unchanged, stored_hashes, write_document
+from agent.providers.embeddings import Embedder
 from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
 
@@ -133,9 +134,9 @@ def _fingerprint(hash_file: Callable[[Path], str | None], path: Path, limits: In
 SAME_VECTORS = 0.999
 
 
-def ingest_recipe(settings, embedder) -> str:
+def ingest_recipe(settings, embedder: Embedder) -> str:
     """How a document's chunks and vectors are made, beside its bytes: the embedder and the chunk size and overlap."""
-    return f"embedder={getattr(embedder, 'name', type(embedder).__name__)};chunks={settings.chunk_size}:{settings.chunk_overlap}"
+    return f"embedder={embedder.name};chunks={settings.chunk_size}:{settings.chunk_overlap}"
 
 
 def _adopt_current_vectors(ctx: Context, doc_ids: list[int], recipe: str) -> set[int]:

@@ -221,7 +221,6 @@ class JobState(BaseModel):
     revision_notes: list[str] = Field(default_factory=list)  # what a refinement round must fix
     # scopes of this iteration already extracted beside the 10-K agent's answers (their evidence was complete)
     extracted_early: list[str] = Field(default_factory=list)
-    early_charged: bool = False  # their token usage joined the job's when their chord came in
     context: ContextUse = Field(default_factory=ContextUse)
     started_at: float | None = None
     inflight: list[TaskCall] = Field(default_factory=list)  # the calls of the stage in flight, for resume

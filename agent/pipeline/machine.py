@@ -198,7 +198,7 @@ class Step:
         st.pending_keywords = keywords
         st.pending_news_query = news_query
         st.revision_notes = []
-        st.extracted_early, st.early_charged = [], False
+        st.extracted_early = []
         self.emit("iteration_start", f"Iteration {st.iteration}", iteration=st.iteration,
                   max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
         if st.iteration > 1 and (keywords or news_query):
@@ -230,7 +230,7 @@ class Step:
         st.phase_iterations["refinement"] += 1
         st.pending_keywords, st.pending_news_query = [], None
         st.revision_notes = notes
-        st.extracted_early, st.early_charged = [], False  # this round extracts every scope itself
+        st.extracted_early = []  # this round extracts every scope itself
         self.emit("iteration_start", f"Iteration {st.iteration} (refinement)", iteration=st.iteration,
                   max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
         return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in self.inp.evidence.scopes])
@@ -282,8 +282,8 @@ class Step:
         """What went over the budget is folded into the job's working memory, which the composer reads."""
         self._stage_time("generation")
         st = self.state
-        charged = st.extracted_early if st.early_charged else None
-        outs = [o for o in self._read(Stage.extract, charged=charged).values() if isinstance(o, ExtractOutput)]
+        # the scopes extracted beside the 10-K answers were paid for when that chord came in
+        outs = [o for o in self._read(Stage.extract, charged=st.extracted_early).values() if isinstance(o, ExtractOutput)]
         st.context = ContextUse(verbatim=sum(o.verbatim for o in outs), summarised=sum(len(o.summarised) for o in outs),
                                 summarised_scopes=sorted(o.findings.scope for o in outs if o.summarised),
                                 merged=sum(o.merged for o in outs), tokens_saved=sum(o.tokens_saved for o in outs))

@@ -148,11 +148,10 @@ def after_tenk_answer(step: Step) -> StepOutcome:
     tk = step.state.tenk
     step._read(Stage.tenk_answer, tk.round)
     st = step.state
-    if st.extracted_early and not st.early_charged:
+    if any(isinstance(c, ExtractCall) for c in st.inflight):
         # the extractions that rode in this chord are paid for now, whether or not the answer step comes to read
         # them (the time may run out, or the job be cancelled, during the 10-K rounds)
         step._read(Stage.extract)
-        st.early_charged = True
     evaluated = {key.part for key in step.inp.outputs.of(st.iteration, Stage.tenk_evaluate, tk.round)}
     waiting: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open if t not in evaluated]
     if waiting:

@@ -1,6 +1,7 @@
 """The reasoning planner call, and the period availability the search planner reads."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from agent.context import Context
@@ -63,18 +64,14 @@ def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, u
 
 
 def load_availability(ctx: Context, tickers: list[str], conn=None) -> Availability:
-    """Transcript quarters and 10-K years per company (cached in Redis for `quarter_cache_ttl_s`). The company names
-    are read on `conn` when given (the coordinator's, in its step's transaction)."""
-    ttl = ctx.settings.quarter_cache_ttl_s
-    names: dict[str, str] = {}
-    if tickers:
-        # every coordinator step reads this: ask for the plan's companies only
-        if conn is not None:
-            names = company_names(conn, tickers)
-        else:
-            with ctx.pool.connection() as own:
-                names = company_names(own, tickers)
-    periods = available_periods_many(ctx.pool, [(t, c) for t in tickers for c in ("transcript", "10k")], ctx.redis, ttl, conn)
+    """Transcript quarters and 10-K years per company (cached in Redis for `quarter_cache_ttl_s`), and their names.
+    Read on `conn` when given (the coordinator's, in its step's transaction), else on one pooled connection."""
+    if not tickers:  # every coordinator step reads this: ask for the plan's companies only
+        return Availability()
+    with contextlib.nullcontext(conn) if conn is not None else ctx.pool.connection() as db:
+        names = company_names(db, tickers)
+        periods = available_periods_many(ctx.pool, [(t, c) for t in tickers for c in ("transcript", "10k")], ctx.redis,
+                                         ctx.settings.quarter_cache_ttl_s, db)
     return Availability(
         names=names,
         transcripts={t: periods[(t, "transcript")] for t in tickers},

@@ -83,7 +83,7 @@ class Job:
         before = self.state.model_dump_json()
         out = machine.step(self.state, inp, self.settings)
         assert self.state.model_dump_json() == before, "a step must not change the state it was given"
-        self.state, self.step = out.state, out.step
+        self.state, self.step = out.state.model_copy(update={"inflight": list(out.calls)}), out.step
         self.outcomes.append(out)
         return out
 
