@@ -226,15 +226,22 @@ def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k
     assert job.state.tokens == {"prompt": 4 * USAGE.prompt, "completion": 4 * USAGE.completion}
 
 
-def test_extractions_beside_the_10k_answers_are_paid_for_even_when_the_job_ends_before_the_answer_step():
-    """A cancel (or the time running out) during the 10-K rounds ends the job before the answer step reads the early
-    extractions: their tokens and cost are the job's all the same, and counted once when the answer step does read them."""
+def tenk_answers_and_calls_extracting() -> Job:
+    """A question over the 10-K and two calls, its first answer chord in flight: the 10-K answer and evaluation, and
+    the two calls' extraction beside them."""
     job = Job()
     planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True, time_refs=["last 2 quarters"])
     job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
                                                            sub_questions=[sub_question(1, "revenue")])))
     job.find(6, "ACME:2024_q4", "ACME:2025_q1")
     job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
+    return job
+
+
+def test_extractions_beside_the_10k_answers_are_paid_for_even_when_the_job_ends_before_the_answer_step():
+    """A cancel (or the time running out) during the 10-K rounds ends the job before the answer step reads the early
+    extractions: their tokens and cost are the job's all the same, and counted once when the answer step does read them."""
+    job = tenk_answers_and_calls_extracting()
     out = job.respond(tenk_chord(0.5, ["margin"]))
     assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["margin"])]
     paid = {"prompt": 3 * USAGE.prompt, "completion": 3 * USAGE.completion}  # the plan and the two early extractions
@@ -471,12 +478,7 @@ def test_a_refinement_round_reworks_the_answer_without_searching():
 def test_a_refinement_round_after_extractions_beside_the_10k_answers_pays_for_every_scope():
     """The scopes extracted beside the 10-K answers belong to their iteration: a refinement round extracts every scope
     again and is charged for each of them."""
-    job = Job()
-    planned(job, data_sources=["10k", "earnings_transcripts"], needs_10k=True, time_refs=["last 2 quarters"])
-    job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
-                                                           sub_questions=[sub_question(1, "revenue")])))
-    job.find(6, "ACME:2024_q4", "ACME:2025_q1")
-    job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
+    job = tenk_answers_and_calls_extracting()
     job.find(2, "ACME:10k")
     out = job.respond(tenk_chord(0.95))
     assert out.calls == [ExtractCall(scope="ACME:10k")]
