@@ -1,7 +1,10 @@
 """Postgres access: one psycopg pool per process, pgvector adapters registered on connect."""
 from __future__ import annotations
 
+import select
 import threading
+import time
+import weakref
 
 from pgvector.psycopg import register_vector
 from psycopg import Connection
@@ -20,6 +23,41 @@ def _configure(conn: Connection) -> None:
     conn.commit()
 
 
+# A connection given back in good order moments ago, with nothing waiting on its socket, is handed out again without
+# the round trip that checks it: that check (one per checkout) was a sixth of a transcript search, which checks out
+# four. A server that went away closed the socket, which then reads as ready (end of file): that connection is
+# checked, fails, and the pool replaces it, its caller waiting for the database to come back as before, instead of
+# failing at once on a dead connection and going through its retries' backoff.
+RECENTLY_RETURNED_S = 1.0
+_returned: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
+_returned_lock = threading.Lock()
+
+
+def _note_return(conn: Connection) -> None:
+    with _returned_lock:
+        _returned[conn] = time.monotonic()
+
+
+def _socket_quiet(conn: Connection) -> bool:
+    """Nothing to read on an idle connection's socket: no end of file from a server that went away (nor a notice)."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
+
+
+def check_unless_recent(conn: Connection) -> None:
+    """The pool's checkout check: `ConnectionPool.check_connection`, unless the connection came back in good order
+    within `RECENTLY_RETURNED_S` and its socket is quiet."""
+    with _returned_lock:
+        returned = _returned.pop(conn, None)
+    if (returned is not None and time.monotonic() - returned < RECENTLY_RETURNED_S and not conn.broken
+            and _socket_quiet(conn)):
+        return
+    ConnectionPool.check_connection(conn)
+
+
 def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
     with _lock:
         pool = _pools.get(url)
@@ -31,7 +69,8 @@ def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
                 kwargs={"row_factory": dict_row, "autocommit": False},
                 configure=_configure,
                 # a connection broken by a database restart is noticed at checkout and replaced, not handed out
-                check=ConnectionPool.check_connection,
+                check=check_unless_recent,
+                reset=_note_return,  # called as a connection goes back to the pool, idle (else it is discarded)
                 open=True,
                 name="finagent",
             )

@@ -15,7 +15,8 @@ def run_search_spec(ctx: Context, job_id: str, iteration: int, spec: SearchSpec,
     (a passage two of them find is kept once, at its higher score)."""
     s = ctx.settings
     period = Period.parse_key(spec.period)
-    have = evidence_keys(ctx.pool, job_id, spec.ticker, period, before_iteration=iteration)
+    # the first iteration has no earlier one to exclude: no query (one round trip of each of its searches)
+    have = evidence_keys(ctx.pool, job_id, spec.ticker, period, before_iteration=iteration) if iteration > 1 else set()
     filters = SearchFilters(tickers=[spec.ticker], periods=[period])
     hits = hybrid_search(ctx.pool, spec.query, ctx.embed_query(spec.query), filters, "transcript", top_k + len(have),
                          s.semantic_weight, s.keyword_weight)
