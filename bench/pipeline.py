@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -52,7 +53,8 @@ def _runs(ctx, manager, latency: float, fanout: bool, repeat: int, mode: str = "
             submit_and_follow(ctx, JobRequest(question=warm, mode="direct"), timeout_s=600)
     runs = sorted((_run(ctx, mode, question) for _ in range(repeat)), key=lambda r: r["wall_s"])
     # the hops of every run, not only the median run's
-    return runs[len(runs) // 2] | {"walls_s": [r["wall_s"] for r in runs], "hops_ms": [h for r in runs for h in r["hops_ms"]]}
+    return runs[len(runs) // 2] | {"walls_s": [r["wall_s"] for r in runs], "hops_ms": [h for r in runs for h in r["hops_ms"]],
+                                   "transitions": [t for r in runs for t in r["transitions"]]}
 
 
 def stage_of(call_key: str) -> str:
@@ -86,19 +88,35 @@ def stage_spans(trace: list) -> dict[str, list[tuple[float, float]]]:
 
 def stage_intervals(trace: list) -> list[tuple[float, float]]:
     """(first start, last end) of each stage, ordered by first start."""
-    return sorted((min(a for a, _ in v), max(b for _, b in v)) for v in stage_spans(trace).values())
+    return [(first, last) for _, first, last in _named_intervals(trace)]
+
+
+def _named_intervals(trace: list) -> list[tuple[str, float, float]]:
+    return sorted(((name, min(a for a, _ in v), max(b for _, b in v)) for name, v in stage_spans(trace).items()),
+                  key=lambda x: (x[1], x[2]))
 
 
 def stage_gaps_ms(trace: list) -> list[float]:
     """Per stage after the first (ordered by first start), the ms from the last task of the stages before it ending
     to its first task starting; a stage that starts while an earlier one runs (a parallel branch) gives no gap."""
-    gaps: list[float] = []
-    ended = None
-    for first, last in stage_intervals(trace):
-        if ended is not None and first >= ended:
-            gaps.append(round(1000 * (first - ended), 1))
-        ended = last if ended is None else max(ended, last)
+    return [gap for _, gap in stage_transitions(trace)]
+
+
+def stage_transitions(trace: list) -> list[tuple[str, float]]:
+    """`stage_gaps_ms` with each gap named by the stage that ended last and the one that started: 'search->extract'
+    (a 10-K stage without its round: 'tenk:answer->tenk:evaluate'), so hops can be told apart by what they join."""
+    gaps: list[tuple[str, float]] = []
+    ended: tuple[str, float] | None = None
+    for name, first, last in _named_intervals(trace):
+        if ended is not None and first >= ended[1]:
+            gaps.append((f"{_kind(ended[0])}->{_kind(name)}", round(1000 * (first - ended[1]), 1)))
+        ended = (name, last) if ended is None or last >= ended[1] else ended
     return gaps
+
+
+def _kind(stage: str) -> str:
+    """'1:tenk2:answer' -> 'tenk:answer', '1:extract' -> 'extract'."""
+    return re.sub(r"^tenk\d+", "tenk", stage.split(":", 1)[1])
 
 
 def _run(ctx, mode: str = "detailed", question: str = QUESTION) -> dict:
@@ -118,7 +136,7 @@ def _run(ctx, mode: str = "detailed", question: str = QUESTION) -> dict:
     # hops from the ledger's own microseconds: the trace's 10 ms rounding is as coarse as the 10 ms target
     return {"trace": trace, "timing": job.result.timing, "wall_s": round(wall, 2),
             "llm_calls": sum(c["llm_requests"] for c in calls),
-            "hops_ms": stage_gaps_ms(exact),
+            "hops_ms": stage_gaps_ms(exact), "transitions": stage_transitions(exact),
             "llm_steps": llm_steps(llm), "iterations": job.result.iterations,
             "confidence": job.result.confidence, "status": job.result.status, "events": len(events),
             "answer_sha256": hashlib.sha256(job.result.answer.encode()).hexdigest()[:16]}
@@ -185,6 +203,7 @@ def main() -> None:
                                                  "llm_calls", "llm_steps", "iterations")} for r in at_1s},
         "hop_ms": round(statistics.median(hops), 1) if hops else None,
         "hop_ms_p90": round(statistics.quantiles(hops, n=10)[-1], 1) if len(hops) >= 2 else None,
+        "hop_ms_by_transition": by_transition([t for (_, _, fanout), run in grid.items() if fanout for t in run["transitions"]]),
         "floor": floor,
         "hop_over_floor": round(statistics.median(hops) / floor["hop_ms"], 2) if floor and hops else None,
         "grid": rows,
@@ -204,6 +223,14 @@ def main() -> None:
     if not args.no_write:
         write_section("pipeline", _markdown(out))
     print(json.dumps(out, indent=None if args.json else 2))
+
+
+def by_transition(transitions: list) -> dict[str, dict]:
+    """label -> the median hop over every gap with that label, and how many there were."""
+    groups: dict[str, list[float]] = {}
+    for label, gap in transitions:
+        groups.setdefault(label, []).append(gap)
+    return {label: {"median_ms": round(statistics.median(gaps), 1), "n": len(gaps)} for label, gaps in groups.items()}
 
 
 def _row(mode: str, latency: float, fan: dict, seq: dict) -> dict:
@@ -238,7 +265,8 @@ when an answer falls short of its threshold and it has iterations left.
 
 Bound = LLM steps on the critical path x latency. Hop = the gap between one stage's last task ending and the next
 stage's first task starting (chord body, coordinator step, next dispatch), from the tool ledger: median
-**{o['hop_ms']} ms** over every fan-out run, 90th percentile {o['hop_ms_p90']} ms.{_floor_markdown(o)}
+**{o['hop_ms']} ms** over every fan-out run, 90th percentile {o['hop_ms_p90']} ms; by what the hop joins (median,
+hops): {_transitions_markdown(o['hop_ms_by_transition'])}.{_floor_markdown(o)}
 
 Where the detailed run at 1 s spends its time (from its tool ledger; s after the plan call started):
 
@@ -257,6 +285,10 @@ Targets (issue #13):
 - machine: {o['machine']['cpu_count']} CPUs, {o['machine']['platform']},
   1-minute load average {o['load_avg_1m']['start']} at the start, {o['load_avg_1m']['end']} at the end
 """
+
+
+def _transitions_markdown(t: dict) -> str:
+    return ", ".join(f"{label.replace('->', ' -> ')} {v['median_ms']} ms ({v['n']})" for label, v in t.items())
 
 
 def _floor_markdown(o: dict) -> str:
