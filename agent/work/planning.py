@@ -1,7 +1,6 @@
 """The reasoning planner call, and the period availability the search planner reads."""
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from agent.context import Context
@@ -11,8 +10,8 @@ from agent.models.research import ResearchPlan, Usage
 from agent.pipeline.budget import budget_note
 from agent.pipeline.inputs import Availability
 from agent.providers.llm.base import LLMProvider, PlanRequest
-from agent.retrieval.availability import available_periods_many
-from agent.retrieval.companies import company_names, load_companies
+from agent.retrieval.availability import names_and_periods
+from agent.retrieval.companies import load_companies
 from agent.retrieval.periods import resolve
 
 
@@ -64,14 +63,12 @@ def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, u
 
 
 def load_availability(ctx: Context, tickers: list[str], conn=None) -> Availability:
-    """Transcript quarters and 10-K years per company (cached in Redis for `quarter_cache_ttl_s`), and their names.
-    Read on `conn` when given (the coordinator's, in its step's transaction), else on one pooled connection."""
+    """Transcript quarters and 10-K years per company, and their names (cached in Redis for `quarter_cache_ttl_s`).
+    What is not cached is read on `conn` when given (the coordinator's, in its step's transaction), else on one pooled
+    connection."""
     if not tickers:  # every coordinator step reads this: ask for the plan's companies only
         return Availability()
-    with contextlib.nullcontext(conn) if conn is not None else ctx.pool.connection() as db:
-        names = company_names(db, tickers)
-        periods = available_periods_many(ctx.pool, [(t, c) for t in tickers for c in ("transcript", "10k")], ctx.redis,
-                                         ctx.settings.quarter_cache_ttl_s, db)
+    names, periods = names_and_periods(ctx.pool, tickers, ["transcript", "10k"], ctx.redis, ctx.settings.quarter_cache_ttl_s, conn)
     return Availability(
         names=names,
         transcripts={t: periods[(t, "transcript")] for t in tickers},

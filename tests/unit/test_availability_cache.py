@@ -1,6 +1,6 @@
-"""The periods of several companies and corpora in one Redis round trip: every coordinator step reads its plan's
-companies' transcript quarters and 10-K years, so the cached ones come back from one MGET, the missing ones from
-Postgres (one connection), and are cached for the next step; ingestion's invalidation drops them."""
+"""The periods of several companies and corpora, and their names, in one Redis round trip: every coordinator step
+reads its plan's companies' names, transcript quarters and 10-K years, so the cached ones come back from one MGET, the
+missing ones from Postgres (one connection), and are cached for the next step; ingestion's invalidation drops them."""
 from __future__ import annotations
 
 import contextlib
@@ -8,17 +8,20 @@ import contextlib
 import fakeredis
 
 from agent.models.corpus import Period
-from agent.retrieval.availability import available_periods, available_periods_many, invalidate
+from agent.retrieval.availability import available_periods, available_periods_many, invalidate, names_and_periods
 
 
 class FakeConn:
-    """`documents` as rows of (ticker, kind, year, quarter); counts the queries."""
+    """`documents` as rows of (ticker, kind, year, quarter), `companies` as ticker -> name; counts the queries."""
 
-    def __init__(self, rows):
-        self.rows, self.queries = rows, 0
+    def __init__(self, rows, names=None):
+        self.rows, self.names, self.queries = rows, names or {}, 0
 
     def execute(self, sql, params):
         self.queries += 1
+        if "FROM companies" in sql:
+            found = [{"ticker": t, "name": self.names[t]} for t in params[0] if t in self.names]
+            return type("Cursor", (), {"fetchall": lambda _: found})()
         ticker, kinds = params
         found = sorted({(y, q) for t, k, y, q in self.rows if t == ticker and k in kinds})
         return type("Cursor", (), {"fetchall": lambda _: [{"fiscal_year": y, "fiscal_quarter": q} for y, q in found]})()
@@ -77,3 +80,22 @@ def test_a_given_connection_is_used_and_no_redis_reads_postgres_every_time():
         found = available_periods_many(pool, [("ACME", "10k")], None, 60, conn=conn)
         assert found == {("ACME", "10k"): [Period(fiscal_year=2030, fiscal_quarter=0)]}
     assert conn.queries == 2 and pool.checkouts == 0
+
+
+def test_names_come_with_the_periods_in_the_same_round_trip():
+    redis = CountingRedis(server=fakeredis.FakeServer())
+    conn = FakeConn(ROWS, names={"ACME": "Acme Corp", "BETA": "Beta Industries"})
+    pool = FakePool(conn)
+    names, periods = names_and_periods(pool, ["ACME", "BETA", "NOPE"], ["transcript", "10k"], redis, 60)
+    assert names == {"ACME": "Acme Corp", "BETA": "Beta Industries"}  # an unregistered ticker has no name
+    assert len(periods[("ACME", "transcript")]) == 2 and periods[("NOPE", "10k")] == []
+    assert conn.queries == 7 and pool.checkouts == 1  # six period lists and one names query, on one connection
+
+    redis.calls = []
+    assert names_and_periods(pool, ["ACME", "BETA"], ["transcript", "10k"], redis, 60) == (names, {
+        k: v for k, v in periods.items() if k[0] != "NOPE"})
+    assert redis.calls == ["MGET"] and conn.queries == 7  # warm: one round trip, no query
+
+    invalidate(redis, "ACME")  # ingestion wrote ACME's documents (and may have registered it)
+    names_and_periods(pool, ["ACME", "BETA"], ["transcript", "10k"], redis, 60)
+    assert conn.queries == 10  # ACME's name and two period lists read again, BETA's kept
