@@ -85,14 +85,14 @@ def test_a_broken_connection_is_checked_and_its_failure_reaches_the_pool(clock):
 
 def test_the_process_pool_checks_with_it_and_notes_every_return(monkeypatch):
     made = {}
-
-    class RecordingPool:
-        check_connection = staticmethod(db.ConnectionPool.check_connection)
-
-        def __init__(self, url, **kwargs):
-            made.update(kwargs)
-
-    monkeypatch.setattr(db, "ConnectionPool", RecordingPool)
+    monkeypatch.setattr(db.ConnectionPool, "__init__", lambda self, url, **kwargs: made.update(kwargs))
     monkeypatch.setattr(db, "_pools", {})
-    db.get_pool("postgresql:///nowhere")
-    assert made["check"] is db.check_unless_recent and made["reset"] is db._note_return
+    pool = db.get_pool("postgresql:///nowhere")
+    assert isinstance(pool, db.ReturnTimedPool) and made["check"] is db.check_unless_recent
+    assert "reset" not in made  # a reset callback would send every return through the pool's worker thread
+
+    conn, given_back = FakeConn(), []
+    monkeypatch.setattr(db.ConnectionPool, "putconn", lambda self, c: given_back.append(c))
+    pool.putconn(conn)
+    db.check_unless_recent(conn)
+    assert given_back == [conn] and conn.pings == 0  # given back through the pool, and not pinged right after
