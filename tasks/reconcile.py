@@ -78,14 +78,13 @@ def reconcile_quiet_jobs() -> list[str]:
 
     ctx = context()
     quiet = [j for j in (jobstore.load_job(ctx.pool, i) for i in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S)) if j is not None]
-    waiting = {job.id: _unfinished(waited_chains(job)) for job in quiet}
     held: set[str] | None = None
     acted: list[str] = []
     for job in quiet:
-        ids = waited_ids(job)
-        if not ids:
+        chains = waited_chains(job)
+        if not chains:
             continue
-        unfinished = waiting[job.id]
+        unfinished = _unfinished(chains)
         if not unfinished and job.step != "start":
             # every call finished and the job stood still: the chord body was lost
             body_id = advance_task_id(job.id, job.step, job.state.inflight)
