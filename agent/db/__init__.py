@@ -5,6 +5,10 @@ import select
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import psycopg
 
 from pgvector.psycopg import register_vector
 from psycopg import Connection
@@ -23,12 +27,15 @@ def _configure(conn: Connection) -> None:
     conn.commit()
 
 
-# A connection given back in good order moments ago, with nothing waiting on its socket, is handed out again without
-# the round trip that checks it: that check (one per checkout) was a sixth of a transcript search, which checks out
-# four. A server that went away closed the socket, which then reads as ready (end of file): that connection is
+# A connection given back in good order within the last half minute, with nothing waiting on its socket, is handed out
+# again without the round trip that checks it: that check (one per checkout) was a sixth of a transcript search, which
+# checks out four, and a coordinator step or an LLM call a second after the last one paid it too. A server that went
+# away (a restart, a terminated backend) closed the socket, which then reads as ready (end of file): that connection is
 # checked, fails, and the pool replaces it, its caller waiting for the database to come back as before, instead of
-# failing at once on a dead connection and going through its retries' backoff.
-RECENTLY_RETURNED_S = 1.0
+# failing at once on a dead connection and going through its retries' backoff. A path that drops without a word is not
+# seen by the ping either (it waits as long as a query would); idle timeouts in a network path take minutes, and past
+# the half minute every checkout is pinged again.
+RECENTLY_RETURNED_S = 30.0
 _returned: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
 _returned_lock = threading.Lock()
 
@@ -85,6 +92,31 @@ def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
             )
             _pools[url] = pool
         return pool
+
+
+# A pooled connection's block costs a round trip per statement, plus a BEGIN before the first and a COMMIT after the
+# last; each one also hands the GIL away and waits to get it back from the worker's other threads. On the path between
+# one stage's end and the next one's start, statements travel together instead (psycopg's pipeline mode).
+@contextmanager
+def reading(pool: ConnectionPool) -> Iterator[Connection]:
+    """A checkout for reads that need no transaction of their own: no BEGIN or COMMIT, and the queries sent before the
+    first fetch go out together. Each statement sees the data committed when it runs."""
+    with pool.connection() as conn:
+        conn.autocommit = True
+        try:
+            with conn.pipeline():
+                yield conn
+        finally:
+            with suppress(psycopg.Error):  # a connection broken meanwhile is discarded by the pool anyway
+                conn.autocommit = False
+
+
+@contextmanager
+def writing(pool: ConnectionPool) -> Iterator[Connection]:
+    """A checkout whose statements form one transaction sent with its BEGIN and COMMIT: one round trip when nothing
+    is fetched in between. An error in any statement raises when the block ends, and nothing of it is committed."""
+    with pool.connection() as conn, conn.pipeline(), conn.transaction():
+        yield conn
 
 
 def close_pools() -> None:

@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
 
+from agent.db import reading, writing
+
 from agent.models.corpus import Period
 from agent.models.job import FINAL_STATUSES, JobResult, JobState, Outbox
 from agent.models.research import Evidence
@@ -150,18 +152,20 @@ _EVIDENCE_SQL = ("SELECT payload::text AS payload FROM job_evidence WHERE job_id
 def load_evidence(pool, job_id: str) -> list[Evidence]:
     # as text, parsed by pydantic's own JSON parser: every generation task reads all of its job's evidence first, and
     # this takes half the time of decoding the JSON to dicts and validating those
-    with pool.connection() as conn:
+    with reading(pool) as conn:
         rows = conn.execute(_EVIDENCE_SQL, (job_id,)).fetchall()
     return [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
 def load_state_and_evidence(pool, job_id: str) -> tuple[JobState, list[Evidence]]:
-    """`load_state` and `load_evidence` on one connection (what every generation task reads first)."""
-    with pool.connection() as conn:
-        row = conn.execute("SELECT state FROM research_jobs WHERE id = %s", (job_id,)).fetchone()
-        if row is None:
-            raise LookupError(f"job {job_id} not found")
-        rows = conn.execute(_EVIDENCE_SQL, (job_id,)).fetchall()
+    """`load_state` and `load_evidence` in one round trip (what every generation task reads first)."""
+    with reading(pool) as conn:
+        state_cur = conn.execute("SELECT state FROM research_jobs WHERE id = %s", (job_id,))
+        evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
+        row = state_cur.fetchone()
+        rows = evidence_cur.fetchall()
+    if row is None:
+        raise LookupError(f"job {job_id} not found")
     return JobState.model_validate(row["state"]), [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
@@ -194,7 +198,7 @@ def evidence_counts(pool, job_id: str) -> list[dict[str, Any]]:
 
 
 def put_output(pool, job_id: str, key: StepKey, output: StepOutput) -> None:
-    with pool.connection() as conn:
+    with writing(pool) as conn:
         _async_commit(conn)
         insert_output(conn, job_id, key, output)
 
@@ -217,7 +221,7 @@ _OUTPUTS_SQL = "SELECT step_key, payload FROM job_step_outputs WHERE job_id=%s A
 
 
 def get_outputs(pool, job_id: str, prefix: str) -> dict[str, dict]:
-    with pool.connection() as conn:
+    with reading(pool) as conn:
         rows = conn.execute(_OUTPUTS_SQL, (job_id, prefix + "%")).fetchall()
     return {r["step_key"]: r["payload"] for r in rows}
 
