@@ -7,12 +7,12 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 import psycopg
-
 from pgvector.psycopg import register_vector
 from psycopg import Connection
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 _pools: dict[str, ConnectionPool] = {}
@@ -98,7 +98,7 @@ def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
 # last; each one also hands the GIL away and waits to get it back from the worker's other threads. On the path between
 # one stage's end and the next one's start, statements travel together instead (psycopg's pipeline mode).
 @contextmanager
-def reading(pool: ConnectionPool) -> Iterator[Connection]:
+def reading(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
     """A checkout for reads that need no transaction of their own: no BEGIN or COMMIT, and the queries sent before the
     first fetch go out together. Each statement sees the data committed when it runs."""
     with pool.connection() as conn:
@@ -112,7 +112,7 @@ def reading(pool: ConnectionPool) -> Iterator[Connection]:
 
 
 @contextmanager
-def writing(pool: ConnectionPool) -> Iterator[Connection]:
+def writing(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
     """A checkout whose statements form one transaction sent with its BEGIN and COMMIT: one round trip when nothing
     is fetched in between. An error in any statement raises when the block ends, and nothing of it is committed."""
     with pool.connection() as conn, conn.pipeline(), conn.transaction():

@@ -10,7 +10,6 @@ from typing import Any, NamedTuple
 from psycopg.types.json import Jsonb
 
 from agent.db import reading, writing
-
 from agent.models.corpus import Period
 from agent.models.job import FINAL_STATUSES, JobResult, JobState, Outbox
 from agent.models.research import Evidence

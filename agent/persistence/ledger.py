@@ -14,7 +14,6 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agent.db import writing
-
 from agent.infra import metrics
 from agent.infra.errors import classify_error
 from agent.models.research import Usage
