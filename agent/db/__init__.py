@@ -96,23 +96,24 @@ def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
 
 # A pooled connection's block costs a round trip per statement, plus a BEGIN before the first and a COMMIT after the
 # last; each one also hands the GIL away and waits to get it back from the worker's other threads. On the path between
-# one stage's end and the next one's start, statements travel together instead (psycopg's pipeline mode).
+# one stage's end and the next one's start, reads skip the BEGIN and COMMIT, and a transaction's statements travel
+# together (psycopg's pipeline mode). Pipeline mode has a cost of its own, about one local round trip: it pays where
+# it saves two or more (bench/round_trips.py measures each shape).
 @contextmanager
 def reading(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
-    """A checkout for reads that need no transaction of their own: no BEGIN or COMMIT, and the queries sent before the
-    first fetch go out together. Each statement sees the data committed when it runs."""
+    """A checkout for reads that need no transaction of their own: no BEGIN or COMMIT. Each statement sees the data
+    committed when it runs. Several queries sent before the first fetch go out together inside `conn.pipeline()`."""
     with pool.connection() as conn:
         conn.autocommit = True
         try:
-            with conn.pipeline():
-                yield conn
+            yield conn
         finally:
             with suppress(psycopg.Error):  # a connection broken meanwhile is discarded by the pool anyway
                 conn.autocommit = False
 
 
 @contextmanager
-def writing(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
+def one_transaction(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
     """A checkout whose statements form one transaction sent with its BEGIN and COMMIT: one round trip when nothing
     is fetched in between. An error in any statement raises when the block ends, and nothing of it is committed."""
     with pool.connection() as conn, conn.pipeline(), conn.transaction():

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
 
-from agent.db import reading, writing
+from agent.db import one_transaction, reading
 from agent.models.corpus import Period
 from agent.models.job import FINAL_STATUSES, JobResult, JobState, Outbox
 from agent.models.research import Evidence
@@ -71,7 +71,7 @@ def request_cancel(pool, job_id: str) -> bool:
 
 
 def load_job(pool, job_id: str) -> JobRow | None:
-    with pool.connection() as conn:
+    with reading(pool) as conn:
         row = conn.execute("SELECT * FROM research_jobs WHERE id = %s", (job_id,)).fetchone()
     return JobRow(row) if row else None
 
@@ -158,7 +158,7 @@ def load_evidence(pool, job_id: str) -> list[Evidence]:
 
 def load_state_and_evidence(pool, job_id: str) -> tuple[JobState, list[Evidence]]:
     """`load_state` and `load_evidence` in one round trip (what every generation task reads first)."""
-    with reading(pool) as conn:
+    with reading(pool) as conn, conn.pipeline():
         state_cur = conn.execute("SELECT state FROM research_jobs WHERE id = %s", (job_id,))
         evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
         row = state_cur.fetchone()
@@ -197,7 +197,7 @@ def evidence_counts(pool, job_id: str) -> list[dict[str, Any]]:
 
 
 def put_output(pool, job_id: str, key: StepKey, output: StepOutput) -> None:
-    with writing(pool) as conn:
+    with one_transaction(pool) as conn:
         _async_commit(conn)
         insert_output(conn, job_id, key, output)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agent.db import writing
+from agent.db import one_transaction
 from agent.infra import metrics
 from agent.infra.errors import classify_error
 from agent.models.research import Usage
@@ -74,7 +74,7 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
     finally:
         error_class, error = error_class or rec.error_class, error or rec.error
         retries = max(retries, rec.retries, ATTEMPT_RETRIES.get())
-        with writing(pool) as conn:  # the row and the call's writes in one round trip
+        with one_transaction(pool) as conn:  # the row and the call's writes in one round trip
             conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
             conn.execute(
                 "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries,"

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from psycopg import sql
 
+from agent.db import reading
 from agent.models.corpus import SearchFilters, SearchHit
 from agent.retrieval import filtered_hnsw, keyword_index
 
@@ -264,8 +265,12 @@ def _indexed_query(corpus: Corpus, part: Part) -> sql.Composed:
 
 
 def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None, settings: dict | None = None) -> list[dict]:
+    local = ({"hnsw.ef_search": ef_search} if ef_search else {}) | (settings or {})
+    if not local:  # one statement needs no transaction: no BEGIN and COMMIT around it
+        with reading(pool) as conn:
+            return conn.execute(query, params).fetchall()
     with pool.connection() as conn, conn.transaction():
-        for name, value in ({"hnsw.ef_search": ef_search} if ef_search else {}).items() | (settings or {}).items():
+        for name, value in local.items():
             conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(str(value))))
         return conn.execute(query, params).fetchall()
 

@@ -18,6 +18,7 @@ from collections import defaultdict
 
 from psycopg import sql
 
+from agent.db import reading
 from agent.models.corpus import SearchFilters, SearchHit
 from agent.retrieval.hybrid import KeywordCandidates, Mode, filter_clause, hybrid_search
 
@@ -56,7 +57,7 @@ def statement_pages(pool, documents: list[int], statements: list[str]) -> dict[i
     out: dict[int, list[tuple[int, str]]] = defaultdict(list)
     if not documents or not statements:
         return out
-    with pool.connection() as conn:
+    with reading(pool) as conn:
         rows = conn.execute("SELECT DISTINCT document_id, page, statement FROM tenk_chunks WHERE document_id = ANY(%s)"
                             " AND statement = ANY(%s) AND page IS NOT NULL ORDER BY document_id, page",
                             (documents, statements)).fetchall()

@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from pydantic import BaseModel
 
 from agent.context import Context
-from agent.db import writing
+from agent.db import one_transaction
 from agent.models.job import FINAL_STATUSES, Outbox, StepEvent
 from agent.models.steps import CANCEL_STEP, FailedOutput, JobStep, Stage, StepOutputs
 from agent.persistence import jobstore
@@ -93,7 +93,7 @@ def advance_job(ctx: Context, job_id: str, done_step: str) -> Advanced | None:
     """Run the step after `done_step` under the job's row lock. None: the job does not exist.
     `CANCEL_STEP` runs the step a cancelled job is waiting on at once, ending it."""
     # the transaction's BEGIN goes out with the lock's queries, and the state's UPDATE with its COMMIT
-    with writing(ctx.pool) as conn:
+    with one_transaction(ctx.pool) as conn:
         # the row lock, and what the step reads if the delivery is not stale, in one round trip
         locked = jobstore.lock_job_with_inputs(conn, job_id, outputs_prefix(done_step))
         if locked is None:

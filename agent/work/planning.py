@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.context import Context
+from agent.db import reading
 from agent.models.corpus import Company
 from agent.models.job import JobState
 from agent.models.research import ResearchPlan, Usage
@@ -18,7 +19,7 @@ from agent.retrieval.periods import resolve
 def run_planner(ctx: Context, llm: LLMProvider, state: JobState) -> tuple[ResearchPlan, Usage, list[str]]:
     """The plan, with its parameters checked against what finagent has: on an unknown ticker or a period a
     company does not have, the planner is asked once to correct them. Returns the problems it was asked to fix."""
-    with ctx.pool.connection() as conn:
+    with reading(ctx.pool) as conn:
         companies = load_companies(conn)
     req = state.request
     request = PlanRequest(question=req.question, companies=companies, tickers_hint=req.tickers or [], feedback=req.feedback,

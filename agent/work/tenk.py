@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from agent.context import Context
+from agent.db import reading
 from agent.models.research import Evidence, Usage
 from agent.models.steps import (
     Stage,
@@ -109,7 +110,7 @@ def fix_routing(llm, question: str, plan: TenKPlan, sq: SubQuestion, present: se
 
 def filing_items(pool, ticker: str, fiscal_year: int) -> set[str]:
     """The Items a 10-K filing's text and tables were parsed into."""
-    with pool.connection() as conn:
+    with reading(pool) as conn:
         rows = conn.execute("SELECT DISTINCT item FROM tenk_chunks WHERE ticker = %s AND fiscal_year = %s"
                             " UNION SELECT DISTINCT item FROM tenk_tables WHERE ticker = %s AND fiscal_year = %s",
                             (ticker, fiscal_year, ticker, fiscal_year)).fetchall()

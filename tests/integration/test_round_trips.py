@@ -1,4 +1,4 @@
-"""agent.db's `reading` and `writing` checkouts against a real Postgres: statements sent together (pipeline mode) keep
+"""agent.db's `reading` and `one_transaction` checkouts against a real Postgres: statements sent together (pipeline mode) keep
 the meaning of the blocks they replaced: a write is all or nothing, a read leaves the connection as it found it."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 import psycopg
 import pytest
 
-from agent.db import reading, writing
+from agent.db import one_transaction, reading
 from agent.models.steps import FailedOutput, StepKey
 from agent.persistence import jobstore
 from agent.persistence.ledger import load_ledger, record_call
@@ -29,7 +29,7 @@ def _rows(ctx, table: str) -> dict[str, int]:
 
 
 def test_a_write_block_commits_every_statement_together(ctx, table):
-    with writing(ctx.pool) as conn:
+    with one_transaction(ctx.pool) as conn:
         conn.execute("SET LOCAL synchronous_commit = off")
         conn.execute(f"INSERT INTO {table} VALUES ('a', 1)")
         conn.execute(f"INSERT INTO {table} VALUES ('b', 2)")
@@ -40,18 +40,18 @@ def test_a_write_block_commits_every_statement_together(ctx, table):
 
 def test_a_failing_statement_raises_at_the_block_and_commits_nothing(ctx, table):
     with pytest.raises(psycopg.errors.NotNullViolation):
-        with writing(ctx.pool) as conn:
+        with one_transaction(ctx.pool) as conn:
             conn.execute(f"INSERT INTO {table} VALUES ('a', 1)")
             conn.execute(f"INSERT INTO {table} VALUES ('b', NULL)")  # fails only when the pipeline syncs
             conn.execute(f"INSERT INTO {table} VALUES ('c', 3)")
     assert _rows(ctx, table) == {}
-    with writing(ctx.pool) as conn:  # the pool's connection is usable again
+    with one_transaction(ctx.pool) as conn:  # the pool's connection is usable again
         conn.execute(f"INSERT INTO {table} VALUES ('d', 4)")
     assert _rows(ctx, table) == {"d": 4}
 
 
 def test_a_read_block_needs_no_transaction_and_gives_the_connection_back_as_it_was(ctx, table):
-    with writing(ctx.pool) as conn:
+    with one_transaction(ctx.pool) as conn:
         conn.execute(f"INSERT INTO {table} VALUES ('a', 1), ('b', 2)")
     with reading(ctx.pool) as conn:
         first = conn.execute(f"SELECT v FROM {table} WHERE k = 'a'")
