@@ -27,15 +27,15 @@ def _configure(conn: Connection) -> None:
     conn.commit()
 
 
-# A connection given back in good order within the last half minute, with nothing waiting on its socket, is handed out
-# again without the round trip that checks it: that check (one per checkout) was a sixth of a transcript search, which
-# checks out four, and a coordinator step or an LLM call a second after the last one paid it too. A server that went
-# away (a restart, a terminated backend) closed the socket, which then reads as ready (end of file): that connection is
+# A connection given back in good order moments ago, with nothing waiting on its socket, is handed out again without
+# the round trip that checks it: that check (one per checkout) was a sixth of a transcript search, which checks out
+# four. A server that went away closed the socket, which then reads as ready (end of file): that connection is
 # checked, fails, and the pool replaces it, its caller waiting for the database to come back as before, instead of
-# failing at once on a dead connection and going through its retries' backoff. A path that drops without a word is not
-# seen by the ping either (it waits as long as a query would); idle timeouts in a network path take minutes, and past
-# the half minute every checkout is pinged again.
-RECENTLY_RETURNED_S = 30.0
+# failing at once on a dead connection and going through its retries' backoff. The window stays at a second: at 30 s
+# one fresh-clone run of the Postgres crash scenario took 13.2 s to recover (6.4-7.0 s at 1 s), the signature of
+# dead connections handed out; four local runs at 30 s did not show it, and the longer window bought nothing the
+# pipeline bench could see.
+RECENTLY_RETURNED_S = 1.0
 _returned: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
 _returned_lock = threading.Lock()
 
