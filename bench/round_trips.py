@@ -42,6 +42,9 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
     state_sql, evidence_sql = "SELECT state FROM research_jobs WHERE id = %s", "SELECT payload::text FROM job_evidence WHERE job_id = %s"
     written = [0]
 
+    def pooled(p):  # the block as it was: BEGIN before the first statement, COMMIT at the end
+        return p.connection()
+
     @contextmanager
     def pipelined_read(p):
         with reading(p) as conn, conn.pipeline():
@@ -78,7 +81,7 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
     vec = ctx.embedder.embed([query])[0]
     current_fetch = hybrid._fetch
 
-    def transaction_fetch(p, statement, params, ef_search=None, settings=None):  # _fetch as it was
+    def transaction_fetch(p, statement, params, ef_search=None, settings=None):  # _fetch as it was (a filtered search sets nothing)
         with p.connection() as conn, conn.transaction():
             return conn.execute(statement, params).fetchall()
 
@@ -92,10 +95,10 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
         return run
 
     return {
-        "one read": {"transaction": one_read(lambda p: p.connection()), "reading": one_read(reading), "reading + pipeline": one_read(pipelined_read)},
-        "two reads": {"transaction": two_reads(lambda p: p.connection()), "reading": two_reads(reading),
+        "one read": {"transaction": one_read(pooled), "reading": one_read(reading), "reading + pipeline": one_read(pipelined_read)},
+        "two reads": {"transaction": two_reads(pooled), "reading": two_reads(reading),
                       "reading + pipeline": two_reads(pipelined_read)},
-        "ledger write": {"transaction": ledger_write(lambda p: p.connection()), "one_transaction": ledger_write(one_transaction)},
+        "ledger write": {"transaction": ledger_write(pooled), "one_transaction": ledger_write(one_transaction)},
         "filtered search": {"transaction": search(transaction_fetch), "reading": search(current_fetch)},
     }
 

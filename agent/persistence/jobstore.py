@@ -16,9 +16,9 @@ from agent.models.research import Evidence
 from agent.models.steps import StepKey, StepOutput
 
 
-def _async_commit(conn) -> None:
-    """Fan-out rows can be recomputed by redelivering their task, so they skip the commit fsync.
-    The job row itself (written by the coordinator) keeps synchronous commits."""
+def async_commit(conn) -> None:
+    """Fan-out rows (evidence, step outputs, the ledger) can be recomputed by redelivering their task, so their
+    transaction skips the commit fsync. The job row itself (written by the coordinator) keeps synchronous commits."""
     conn.execute("SET LOCAL synchronous_commit = off")
 
 
@@ -119,7 +119,7 @@ def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
     if not hits:
         return 0
     with pool.connection() as conn, conn.cursor() as cur:
-        _async_commit(conn)
+        async_commit(conn)
         cur.executemany(
             "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
             " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO UPDATE"
@@ -153,6 +153,10 @@ def load_evidence(pool, job_id: str) -> list[Evidence]:
     # this takes half the time of decoding the JSON to dicts and validating those
     with reading(pool) as conn:
         rows = conn.execute(_EVIDENCE_SQL, (job_id,)).fetchall()
+    return _evidence(rows)
+
+
+def _evidence(rows: list[dict[str, Any]]) -> list[Evidence]:
     return [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
@@ -165,7 +169,7 @@ def load_state_and_evidence(pool, job_id: str) -> tuple[JobState, list[Evidence]
         rows = evidence_cur.fetchall()
     if row is None:
         raise LookupError(f"job {job_id} not found")
-    return JobState.model_validate(row["state"]), [Evidence.model_validate_json(r["payload"]) for r in rows]
+    return JobState.model_validate(row["state"]), _evidence(rows)
 
 
 def evidence_keys(pool, job_id: str, ticker: str, period: Period, before_iteration: int) -> set[str]:
@@ -198,7 +202,7 @@ def evidence_counts(pool, job_id: str) -> list[dict[str, Any]]:
 
 def put_output(pool, job_id: str, key: StepKey, output: StepOutput) -> None:
     with one_transaction(pool) as conn:
-        _async_commit(conn)
+        async_commit(conn)
         insert_output(conn, job_id, key, output)
 
 

@@ -17,6 +17,7 @@ from agent.db import one_transaction
 from agent.infra import metrics
 from agent.infra.errors import classify_error
 from agent.models.research import Usage
+from agent.persistence.jobstore import async_commit
 from agent.redact import redact, scrub_exception
 from agent.settings import Settings
 
@@ -75,7 +76,7 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
         error_class, error = error_class or rec.error_class, error or rec.error
         retries = max(retries, rec.retries, ATTEMPT_RETRIES.get())
         with one_transaction(pool) as conn:  # the row and the call's writes in one round trip
-            conn.execute("SET LOCAL synchronous_commit = off")  # a ledger row is not worth an fsync per call
+            async_commit(conn)  # a ledger row is not worth an fsync per call
             conn.execute(
                 "INSERT INTO job_tool_calls (job_id, call_key, tool, params, started_at, duration_ms, result_size, retries,"
                 " error_class, error, worker, prompt_tokens, completion_tokens, cost_usd, cached, llm_requests)"
