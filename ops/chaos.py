@@ -122,12 +122,13 @@ def wait_final(ctx: Context, job_ids: list[str], timeout_s: float) -> bool:
 
 class ProgressWatch:
     """Polls the jobs' steps; `fault()` marks a fault, and its recovery time is when every job that was running then
-    has moved to another step (or ended). A poll that fails (the database is down) just waits for the next one."""
+    has moved: to another step, or (within the answer round, whose compose and evaluations follow its extractions with
+    no step between) a call stored its output. A poll that fails (the database is down) just waits for the next one."""
 
     def __init__(self, ctx: Context, job_ids: list[str], every_s: float = 0.2):
         self.ctx, self.job_ids, self.every_s = ctx, job_ids, every_s
-        self.steps: dict[str, tuple[str, str]] = {}
-        self.pending: list[tuple[float, dict[str, tuple[str, str]]]] = []
+        self.steps: dict[str, tuple[str, str, int]] = {}
+        self.pending: list[tuple[float, dict[str, tuple[str, str, int]]]] = []
         self.recovery_s: list[float] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -152,11 +153,13 @@ class ProgressWatch:
 
     def _poll(self) -> None:
         with self.ctx.pool.connection() as conn:
-            rows = conn.execute("SELECT id::text AS id, step, status FROM research_jobs WHERE id = ANY(%s::uuid[])",
-                                (self.job_ids,)).fetchall()
+            rows = conn.execute(
+                "SELECT j.id::text AS id, j.step, j.status,"
+                " (SELECT count(*) FROM job_step_outputs o WHERE o.job_id = j.id) AS outputs"
+                " FROM research_jobs j WHERE j.id = ANY(%s::uuid[])", (self.job_ids,)).fetchall()
         now = time.monotonic()
         with self._lock:
-            self.steps = {r["id"]: (r["step"], r["status"]) for r in rows}
+            self.steps = {r["id"]: (r["step"], r["status"], r["outputs"]) for r in rows}
             still = []
             for at, caught in self.pending:
                 if all(self.steps.get(j, s) != s for j, s in caught.items()):

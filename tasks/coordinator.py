@@ -13,8 +13,8 @@ from agent.models.job import FINAL_STATUSES, Outbox
 from agent.persistence import jobstore
 from agent.submission import admit_batch_jobs
 from agent.work.coordinator import advance_job
-from tasks.dispatch import CeleryDispatcher, fan_out
-from tasks.reconcile import reconcile_quiet_jobs
+from tasks.dispatch import CeleryDispatcher, advance_signature, advance_task_id, fan_out
+from tasks.reconcile import reconcile_quiet_jobs, unsent_calls
 from workers.app import app, context
 from workers.topology import ADVANCE, RECOVER_ORPHANS, RESUME_STALLED
 
@@ -104,7 +104,12 @@ def resume_job(job: jobstore.JobRow) -> None:
     elif job.step == "start":
         CeleryDispatcher().start(job.id, batch)
     elif job.state.inflight:
-        fan_out(job.id, job.step, job.state.inflight, job.state.iteration, batch)
+        calls = unsent_calls(job)
+        if calls:
+            fan_out(job.id, job.step, calls, job.state.iteration, batch)
+        else:  # every call finished: the step's body is what was lost
+            task_id = advance_task_id(job.id, job.step, job.state.inflight)
+            advance_signature(job.id, job.step, batch, task_id=task_id).apply_async()
 
 
 def _is_uuid(text: str) -> bool:

@@ -11,6 +11,7 @@ the same ids:
 | a fan-out call               | `{job}:{output key}`                 | `J:1:search:3`, `J:1:tenk2:answer:ACME` |
 | the chord body (`advance`)   | `{job}:{it}:advance:{stage}`         | `J:1:advance:search`, `J:1:advance:tenk2:retrieve` |
 | the chord's header group     | `{job}:{it}:fanout:{stage}`          | `J:1:fanout:search`                 |
+| a later wave's group         | `{job}:{it}:fanout:{stage}:{wave}`   | `J:1:fanout:extract:evaluate`       |
 | the cancel delivery          | `{job}:cancel`                       |                                     |
 
 A call's id is its output key, unique in the job because the outputs are stored under it. A 10-K stage runs
@@ -21,9 +22,9 @@ from __future__ import annotations
 import logging
 
 from celery import chain, chord
-from celery.canvas import Signature
+from celery.canvas import Signature, _chain
 
-from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall, call_chains
+from agent.models.steps import CANCEL_STEP, JobStep, Stage, StepKey, TaskCall, call_waves, wave_rank
 from agent.persistence.jobstore import JobRow
 from workers.app import app, context
 from workers.batching import one_publish_batch
@@ -74,16 +75,28 @@ def call_signature(call: TaskCall, job_id: str, iteration: int, batch: bool) -> 
 def fan_out_canvas(job_id: str, done_step: str, calls: list[TaskCall], iteration: int, batch: bool,
                    parallel: bool = True) -> Signature:
     """The calls as a chord whose body is the coordinator's next step (a chain when there is one call or
-    fan-out is off). Every id in it is fixed here, none left to Celery's random uuids."""
+    fan-out is off). The answer round's waves (`call_waves`) nest: the extractions' chord has the compose as its body,
+    chained to the evaluations' chord, whose body is the next step. Every id in it is fixed here, none left to
+    Celery's random uuids."""
     body = advance_signature(job_id, done_step, batch, task_id=advance_task_id(job_id, done_step, calls))
-    chains = [[call_signature(c, job_id, iteration, batch) for c in links] for links in call_chains(calls)]
-    if len(chains) == 1 or not parallel:
-        return chain(*(s for links in chains for s in links), body)  # fan-out disabled: the same tasks, one after another
-    # the chord's own task_id becomes its header group's id. A fixed group id is safe to re-send: Celery's Redis
-    # backend (>= 5.7) counts a chord part once per task id, so a re-sent header joins the parts the first send
-    # already finished instead of firing the body early. A chain is one part, counted when its last task ends.
-    return chord([links[0] if len(links) == 1 else chain(*links) for links in chains], body,
-                 task_id=group_id(job_id, done_step, calls))
+    waves = call_waves(calls)
+    sigs = [[[call_signature(c, job_id, iteration, batch) for c in links] for links in chains] for chains in waves]
+    if not parallel:  # fan-out disabled: the same tasks, one after another
+        return chain(*(s for chains in sigs for links in chains for s in links), body)
+    for n in reversed(range(len(waves))):
+        chains = sigs[n]
+        if len(chains) == 1:
+            body = chain(*chains[0], *(body.tasks if isinstance(body, _chain) else [body]))
+            continue
+        # the chord's own task_id becomes its header group's id. A fixed group id is safe to re-send: Celery's Redis
+        # backend (>= 5.7) counts a chord part once per task id, so a re-sent header joins the parts the first send
+        # already finished instead of firing the body early. A chain is one part, counted when its last task ends.
+        # a later wave's group is named by its stage, so a re-send from that wave on (recovery) keeps its id
+        stage = waves[n][0][0].stage
+        later = wave_rank(stage) > wave_rank(Stage(JobStep.parse(done_step).stage))
+        gid = group_id(job_id, done_step, calls) + (f":{stage.value}" if later else "")
+        body = chord([links[0] if len(links) == 1 else chain(*links) for links in chains], body, task_id=gid)
+    return body
 
 
 def fan_out(job_id: str, done_step: str, calls: list[TaskCall], iteration: int, batch: bool) -> None:

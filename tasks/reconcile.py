@@ -18,9 +18,9 @@ import logging
 from collections.abc import Iterable
 
 from agent.infra import liveness
-from agent.models.steps import call_chains
+from agent.models.steps import TaskCall, call_waves
 from agent.persistence import jobstore
-from tasks.dispatch import advance_signature, advance_task_id, call_task_id, start_task_id
+from tasks.dispatch import call_task_id, start_task_id
 from workers.app import app, context, renew_broker_connections
 from workers.topology import Queue
 
@@ -30,14 +30,30 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")  # kombu's Redi
 
 
 def waited_ids(job: jobstore.JobRow) -> list[str]:
-    return [i for links in waited_chains(job) for i in links]
+    return [i for chains in waited_waves(job) for links in chains for i in links]
 
 
-def waited_chains(job: jobstore.JobRow) -> list[list[str]]:
-    """The ids a job waits on, as the chains they were sent in (a 10-K evaluation behind its company's answer)."""
+def waited_waves(job: jobstore.JobRow) -> list[list[list[str]]]:
+    """The ids a job waits on, as the waves and chains they were sent in (models.steps.call_waves): a 10-K evaluation
+    behind its company's answer, the answer round's compose behind its extractions and its evaluations behind the
+    compose."""
     if job.step == "start":
-        return [[start_task_id(job.id)]]
-    return [[call_task_id(c, job.id, job.state.iteration) for c in links] for links in call_chains(job.state.inflight)]
+        return [[[start_task_id(job.id)]]]
+    return [[[call_task_id(c, job.id, job.state.iteration) for c in links] for links in chains]
+            for chains in call_waves(job.state.inflight)]
+
+
+def unsent_calls(job: jobstore.JobRow) -> list[TaskCall]:
+    """The job's in-flight calls from its first wave with an unfinished call on: what re-sending its step must send.
+    The waves before it finished and stored their outputs; sent again, their chord would not fire its body a second
+    time (the backend counted each of their task ids once already), so the wave after them is sent itself. A one-wave
+    step is re-sent whole, as before there were waves."""
+    waves = call_waves(job.state.inflight)
+    for n, chains in enumerate(waves):
+        if any(app.AsyncResult(call_task_id(c, job.id, job.state.iteration)).state not in FINISHED
+               for links in chains for c in links):
+            return [c for later in waves[n:] for links in later for c in links]
+    return []
 
 
 def queued_ids(redis) -> set[str]:
@@ -67,10 +83,15 @@ def live_claims(redis) -> set[str]:
     return claims - set(liveness.orphans(redis))
 
 
-def _unfinished(chains: Iterable[list[str]]) -> list[str]:
-    """Of each chain, its first link not finished: a link behind an unfinished one is not sent yet, so not lost."""
-    firsts = (next((i for i in links if app.AsyncResult(i).state not in FINISHED), None) for links in chains)
-    return [i for i in firsts if i is not None]
+def _unfinished(waves: Iterable[list[list[str]]]) -> list[str]:
+    """Of the first wave not finished, each chain's first link not finished: a link behind an unfinished one is not
+    sent yet, so not lost, and neither is any call of a later wave."""
+    for chains in waves:
+        firsts = (next((i for i in links if app.AsyncResult(i).state not in FINISHED), None) for links in chains)
+        unfinished = [i for i in firsts if i is not None]
+        if unfinished:
+            return unfinished
+    return []
 
 
 def reconcile_quiet_jobs() -> list[str]:
@@ -81,14 +102,12 @@ def reconcile_quiet_jobs() -> list[str]:
     held: set[str] | None = None
     acted: list[str] = []
     for job in quiet:
-        chains = waited_chains(job)
-        if not chains:
+        waves = waited_waves(job)
+        if not waves:
             continue
-        unfinished = _unfinished(chains)
+        unfinished = _unfinished(waves)
         if not unfinished and job.step != "start":
-            # every call finished and the job stood still: the chord body was lost
-            body_id = advance_task_id(job.id, job.step, job.state.inflight)
-            advance_signature(job.id, job.step, job.state.request.batch, task_id=body_id).apply_async()
+            resume_job(job)  # every call finished and the job stood still: the chord body was lost, and is sent again
         else:
             if held is None:  # one broadcast and one scan per run, only when some job waits on unfinished ids
                 try:

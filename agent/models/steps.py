@@ -125,6 +125,9 @@ class ExtractOutput(BaseModel):
 class ComposeOutput(BaseModel):
     answer: Answer
     usage: Usage = Field(default_factory=Usage)
+    # when the composer finished (epoch seconds): with the evaluations chained behind it, the coordinator's next step
+    # comes only after them, and this is where the round's generation time ends and its evaluation time begins
+    finished_at: float | None = None
 
 
 class EvaluateOutput(BaseModel):
@@ -151,6 +154,11 @@ class TenKAnswerOutput(BaseModel):
 class TenKEvaluateOutput(BaseModel):
     evaluation: TenKEvaluation
     usage: Usage = Field(default_factory=Usage)
+
+
+# FailedOutput.error_class of an evaluation that did not run: there was no composed answer to evaluate, or the
+# job's time had run out when the answer came (the coordinator then ends the job as it would have before evaluating)
+NOT_EVALUATED = ("no_answer", "out_of_time")
 
 
 class FailedOutput(BaseModel):
@@ -324,3 +332,23 @@ def call_chains(calls: list[TaskCall]) -> list[list[TaskCall]]:
         if isinstance(call, TenKAnswerCall):
             answers[(call.round, call.ticker)] = chains[-1]
     return chains
+
+
+# the answer round's calls run in this order: every extraction, then the compose, then the evaluations
+_WAVE_OF = {Stage.compose: 1, Stage.evaluate: 2}
+
+
+def call_waves(calls: list[TaskCall]) -> list[list[list[TaskCall]]]:
+    """The calls of one dispatch as the waves they run in, each wave as its chains (`call_chains`): a wave starts when
+    every call of the wave before it has finished. Only the answer round has more than one: its extractions, then
+    the compose, which reads them, then the evaluations, which read the composed answer. Chained so, two of the
+    round's three transitions go without a coordinator step in between."""
+    waves: dict[int, list[TaskCall]] = {}
+    for call in calls:
+        waves.setdefault(wave_rank(call.stage), []).append(call)
+    return [call_chains(waves[w]) for w in sorted(waves)]
+
+
+def wave_rank(stage: Stage) -> int:
+    """Where a stage's calls run in the answer round: 0 (first: the extractions, and every other stage), 1, 2."""
+    return _WAVE_OF.get(stage, 0)

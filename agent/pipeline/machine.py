@@ -25,28 +25,35 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | search        | no evidence at all                                      | done (completed, no evidence) |
 | search        | an answer exists, out of time                           | done (previous answer kept)   |
 | search        | an answer exists, nothing new found                     | decide (previous evaluation)  |
-| search        | otherwise                                               | extract (scopes not yet done) |
-| extract       | always (over-budget evidence -> working memory)         | compose                       |
+| search        | otherwise                                               | extract: the answer round     |
+| extract       | always (over-budget evidence -> working memory)         | (as after compose)            |
+| extract       | extractions only (a job saved before the answer round)  | compose                       |
 | compose       | composing failed, no earlier answer                     | done (failed, findings kept)  |
 | compose       | composing failed, an earlier answer                     | done (earlier answer kept)    |
-| compose       | out of time                                             | done (completed)              |
-| compose       | otherwise                                               | evaluate (one call per scope) |
+| compose       | out of time (the round's evaluations did not run)       | done (completed)              |
+| compose       | the round's evaluations are in                          | (as after evaluate)           |
+| compose       | otherwise (a job saved before the answer round)         | evaluate (one call per scope) |
 | evaluate      | every evaluation failed                                 | done (unevaluated answer)     |
 | evaluate      | otherwise                                               | decide                        |
 | decide        | search round (execution phase)                          | tenk_plan or search (it + 1)  |
 | decide        | re-route (planning phase), widening the search          | tenk_plan or search (it + 1)  |
-| decide        | refinement round (no search)                            | extract (it + 1)              |
+| decide        | refinement round (no search)                            | extract: answer round (it + 1)|
 | decide        | stop (limit, threshold, sufficiency, nothing to try)    | done (completed)              |
 | any           | a cancel was requested                                  | done (cancelled, answer kept) |
+
+The answer round is one dispatch in three waves (models.steps.call_waves): every scope's extraction, then the compose,
+then one evaluation per scope, each wave starting when the one before it has finished, with no coordinator step in
+between. The step after it (`after_extract`) runs the three rows' logic in order: extract, compose, evaluate.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Literal
 
-from agent.models.job import ContextUse, IterationRecord, JobResult, JobState, StepEvent, TimedStage
+from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
 from agent.models.research import Evaluation, SearchPlan
 from agent.models.steps import (
+    NOT_EVALUATED,
     ComposeCall,
     ComposeOutput,
     EvaluateCall,
@@ -72,6 +79,7 @@ from agent.pipeline.news_stage import collect_news
 from agent.pipeline.result import build_result, rejected_result
 from agent.pipeline.scopes import evaluation_scopes
 from agent.pipeline.search_plan import plan_search, search_specs
+from agent.pipeline.working_memory import context_use, working_memory
 from agent.settings import Settings
 
 
@@ -86,8 +94,8 @@ class Step:
     def emit(self, type: str, message: str = "", **data) -> None:
         self.events.append(StepEvent(type=type, message=message, data=data))
 
-    def _stage_time(self, stage: TimedStage) -> None:
-        self.state.timing.add(stage, self.now)
+    def _stage_time(self, stage: TimedStage, at: float | None = None) -> None:
+        self.state.timing.add(stage, self.now if at is None else at)
 
     def _dispatch(self, stage: Stage, calls: list[TaskCall]) -> StepOutcome:
         self.state.timing.stage_started = self.now
@@ -130,7 +138,10 @@ class Step:
 
     def cancel(self) -> StepOutcome:
         """A caller cancelled the job: it ends now, keeping whatever answer it has so far."""
-        if self.inp.done.stage == Stage.compose:  # an answer composed just before the cancel is kept too
+        if self.inp.done.stage == Stage.extract:  # the answer round's calls that ran before the cancel are paid for
+            self._read(Stage.extract, charged=self.state.extracted_early)
+            self._read(Stage.evaluate)
+        if self.inp.done.stage in (Stage.extract, Stage.compose):  # an answer composed just before the cancel is kept too
             out = next(iter(self._read(Stage.compose).values()), None)
             if isinstance(out, ComposeOutput):
                 self.state.answer = out.answer
@@ -233,7 +244,7 @@ class Step:
         st.extracted_early = []  # this round extracts every scope itself
         self.emit("iteration_start", f"Iteration {st.iteration} (refinement)", iteration=st.iteration,
                   max_iterations=st.limits.max_iterations_effective, phase=st.phase, strategy=st.strategy)
-        return self._dispatch(Stage.extract, [ExtractCall(scope=s) for s in self.inp.evidence.scopes])
+        return self._answer_round([ExtractCall(scope=s) for s in self.inp.evidence.scopes])
 
     def after_search(self) -> StepOutcome:
         self._stage_time("retrieval")
@@ -254,10 +265,17 @@ class Step:
             # an empty round keeps the previous working set: nothing new to regenerate from, so the previous
             # answer and its evaluation stand, and the loop decides again from them
             return self._conclude(self.state.iterations[-1].evaluation, "follow-up search found nothing new; ")
-        calls: list[TaskCall] = [ExtractCall(scope=s) for s in ev.scopes if s not in self.state.extracted_early]
-        if not calls:  # every scope was extracted beside the 10-K answers
-            return self.after_extract()
-        return self._dispatch(Stage.extract, calls)
+        # the scopes extracted beside the 10-K answers are not extracted again
+        return self._answer_round([ExtractCall(scope=s) for s in ev.scopes if s not in self.state.extracted_early])
+
+    def _answer_round(self, extracts: list[TaskCall]) -> StepOutcome:
+        """The round's extractions, then its compose, then one evaluation per scope, sent at once as waves
+        (models.steps.call_waves): the compose starts when the last extraction ends and the evaluations when the compose
+        does, with no coordinator step in between. The step after the round reads all three. An evaluation runs only on
+        a composed answer and with time left (agent.work.research.do_evaluate); otherwise it stores why it did not, and
+        this step ends the job as it would have between compose and evaluation."""
+        scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
+        return self._dispatch(Stage.extract, [*extracts, ComposeCall(), *(EvaluateCall(scope=s) for s in scopes)])
 
     def search_round_ends(self) -> Literal["no_evidence", "out_of_time", "nothing_new"] | None:
         """Why the iteration's searches lead to no extraction, from what they found so far; None: they lead to it."""
@@ -279,21 +297,25 @@ class Step:
         return self._finish("completed", self._result("completed"))
 
     def after_extract(self) -> StepOutcome:
-        """What went over the budget is folded into the job's working memory, which the composer reads."""
-        self._stage_time("generation")
+        """What went over the budget is folded into the job's working memory (the composer, chained behind the
+        extractions, folded it the same way); then the round's compose and evaluations are read. A job saved before
+        they were chained to the extractions composes now."""
         st = self.state
+        composed = any(isinstance(c, ComposeCall) for c in st.inflight)
+        if not composed:
+            self._stage_time("generation")
         # the scopes extracted beside the 10-K answers were paid for when that chord came in
         outs = [o for o in self._read(Stage.extract, charged=st.extracted_early).values() if isinstance(o, ExtractOutput)]
-        st.context = ContextUse(verbatim=sum(o.verbatim for o in outs), summarised=sum(len(o.summarised) for o in outs),
-                                summarised_scopes=sorted(o.findings.scope for o in outs if o.summarised),
-                                merged=sum(o.merged for o in outs), tokens_saved=sum(o.tokens_saved for o in outs))
-        summaries = [f"{o.findings.scope}: {o.summary}" for o in outs if o.summary]
-        st.working_memory = "\n".join(summaries) or None
+        st.context, st.working_memory = context_use(outs), working_memory(outs)
+        if composed:
+            return self.after_compose()
         return self._dispatch(Stage.compose, [ComposeCall()])
 
     def after_compose(self) -> StepOutcome:
-        self._stage_time("generation")
         out = next(iter(self._read(Stage.compose).values()), None) or FailedOutput(error="the composer produced no output")
+        evaluated = any(isinstance(c, EvaluateCall) for c in self.state.inflight)  # in the same round (_answer_round)
+        composed_at = out.finished_at if evaluated and isinstance(out, ComposeOutput) else None
+        self._stage_time("generation", composed_at)
         if not isinstance(out, ComposeOutput):
             assert isinstance(out, FailedOutput)
             reason = f"answer generation failed ({out.error_class} error): {out.error}"
@@ -304,11 +326,22 @@ class Step:
             self.state.termination_reason = reason + "; kept the previous answer"
             return self._finish("completed", self._result("completed"))
         self.state.answer = out.answer
-        if out_of_time(self.state, self.now):
+        if self._out_of_time_after_compose(evaluated):
             self.state.termination_reason = "max_duration_seconds ran out"
             return self._finish("completed", self._result("completed"))
+        if evaluated:
+            self.state.timing.stage_started = composed_at  # the evaluations' time starts where the compose ended
+            return self.after_evaluate()
         scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
         return self._dispatch(Stage.evaluate, [EvaluateCall(scope=s) for s in scopes])
+
+    def _out_of_time_after_compose(self, evaluated: bool) -> bool:
+        """Whether the job's time had run out when its answer was composed: with the evaluations in the same round,
+        they judged it when they started, and none ran."""
+        if not evaluated:
+            return out_of_time(self.state, self.now)
+        outs = self.inp.outputs.of(self.state.iteration, Stage.evaluate).values()
+        return bool(outs) and all(isinstance(o, FailedOutput) and o.error_class == "out_of_time" for o in outs)
 
     def after_evaluate(self) -> StepOutcome:
         self._stage_time("evaluation")
@@ -316,7 +349,7 @@ class Step:
         assert st.limits is not None
         outs = self._read(Stage.evaluate)
         for key, o in outs.items():
-            if isinstance(o, FailedOutput):
+            if isinstance(o, FailedOutput) and o.error_class not in NOT_EVALUATED:
                 self.emit("error", f"evaluation {key} failed: {o.error}", step="evaluate", error_class=o.error_class)
         parts = [o.evaluation for o in outs.values() if isinstance(o, EvaluateOutput)]
         if not parts:

@@ -72,7 +72,8 @@ def load_input(ctx: Context, job: jobstore.JobRow, conn=None, output_rows: dict[
         plan = getattr(planned, "plan", None)
     tickers = plan.tickers if plan is not None else []
     partial = None
-    composed = outputs.of(done.iteration, Stage.compose).values() if done.stage == Stage.compose else []
+    # the answer round (machine.Step._answer_round) composes before its step: a compose that failed in it leaves findings
+    composed = outputs.of(done.iteration, Stage.compose).values() if done.stage in (Stage.extract, Stage.compose) else []
     if job.state.answer is None and any(isinstance(o, FailedOutput) for o in composed):
         partial = load_partial_answer(ctx, job.id, done.iteration)
     return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id, evidence_counts),

@@ -3,12 +3,13 @@ its typed output under the call's key. Every function has the signature (ctx, jo
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from agent.context import Context
 from agent.models.job import JobState
-from agent.models.research import Answer, ScopeFindings
+from agent.models.research import Answer
 from agent.models.steps import (
     ComposeCall,
     ComposeOutput,
@@ -16,18 +17,21 @@ from agent.models.steps import (
     EvaluateOutput,
     ExtractCall,
     ExtractOutput,
+    FailedOutput,
     NewsCall,
     NewsOutput,
     PlanCall,
     PlanOutput,
     SearchCall,
     Stage,
+    StepOutput,
     StepOutputs,
 )
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
-from agent.pipeline.budget import budget_note
+from agent.pipeline.budget import budget_note, out_of_time
 from agent.pipeline.scopes import group_by_scope
+from agent.pipeline.working_memory import working_memory
 from agent.work.answering import assign_markers, findings_from_answer, partial_answer, run_compose, run_evaluate, run_extract
 from agent.work.merging import Merged, merge_adjacent
 from agent.work.planning import run_planner
@@ -136,33 +140,54 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
             merged=merged.merged.get(scope, 0), tokens_saved=merged.tokens_saved(scope))))
 
 
-def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ScopeFindings]:
+def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ExtractOutput]:
     extracted = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.extract.value}:"))
-    return [o.findings for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
+    return [o for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
+
+
+def _composed(ctx: Context, job_id: str, iteration: int) -> StepOutput | None:
+    """The iteration's compose output (shared by the round's evaluations, which ask for it at once)."""
+    def read() -> StepOutput | None:
+        rows = jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.compose.value}")
+        return StepOutputs.from_rows(rows).one(iteration, Stage.compose)
+
+    return _generation_reads.read(f"{job_id}:{iteration}:compose", read)
 
 
 def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | None:
     """What the job can still say when composing failed for good: the iteration's cited findings."""
     evidence = generation_evidence(ctx, job_id).evidence
-    return partial_answer(_extracted(ctx, job_id, iteration), evidence, assign_markers(evidence))
+    return partial_answer([o.findings for o in _extracted(ctx, job_id, iteration)], evidence, assign_markers(evidence))
 
 
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:
     state, merged = generation_inputs(ctx, job_id)
     evidence = merged.evidence
-    findings = _extracted(ctx, job_id, iteration)
+    extracted = _extracted(ctx, job_id, iteration)
+    findings = [o.findings for o in extracted]
+    # the working memory the coordinator records from the same outputs after the round: it has not run in between
+    state = state.model_copy(update={"working_memory": working_memory(extracted)})
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.compose", {"scopes": len(findings), "provider": ctx.llm.name}) as rec:
         answer, usage = run_compose(ctx.llm, state, findings, evidence, assign_markers(evidence), budget_note(state))
         rec.result_size = len(answer.text)
         rec.use(usage, ctx.settings)
-        rec.store_with(jobstore.output_writer(job_id, key, ComposeOutput(answer=answer, usage=usage)))
+        rec.store_with(jobstore.output_writer(job_id, key, ComposeOutput(answer=answer, usage=usage, finished_at=time.time())))
 
 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -> None:
+    """Evaluate the answer the round composed (the job's state holds the previous round's until the coordinator's
+    next step). No answer, or no time left when it came: store why, and make no call."""
     state, merged = generation_inputs(ctx, job_id)
     evidence = merged.evidence
     key = call.output_key(iteration)
+    composed = _composed(ctx, job_id, iteration)
+    if not isinstance(composed, ComposeOutput) or out_of_time(state, time.time()):
+        why = ("out_of_time", "the job's time ran out before the evaluation") if isinstance(composed, ComposeOutput) \
+            else ("no_answer", "no answer was composed to evaluate")
+        jobstore.put_output(ctx.pool, job_id, key, FailedOutput(error_class=why[0], error=why[1]))
+        return
+    state = state.model_copy(update={"answer": composed.answer})
     with record_call(ctx.pool, job_id, str(key), "llm.evaluate", {"scope": call.scope, "provider": ctx.llm.name}) as rec:
         evaluation, usage = run_evaluate(ctx.llm, state, call.scope, evidence, assign_markers(evidence), budget_note(state))
         rec.use(usage, ctx.settings)

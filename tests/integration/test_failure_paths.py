@@ -50,8 +50,11 @@ def test_the_planner_failing_for_good_fails_the_job_readably(ctx, sample_corpus,
 
 def test_composing_failing_for_good_fails_a_first_answer(ctx, sample_corpus, fast_retry_workers):
     _script(fast_retry_workers, fail={"compose": "TimeoutError: generator timed out"})
-    job, _ = run_job(ctx, question=QUESTION)
+    job, events = run_job(ctx, question=QUESTION)
     assert job.status == "failed" and "answer generation failed (network error)" in job.result.error
+    # the evaluations chained behind the compose found no answer: they made no call, stored why, and are no error
+    assert not [r for r in load_ledger(ctx.pool, job.id) if r["tool"] == "llm.evaluate"]
+    assert not any(e.type == "error" and e.data.get("step") == "evaluate" for e in events)
 
 
 def test_extraction_failing_for_good_leaves_an_answer_without_findings(ctx, sample_corpus, fast_retry_workers):

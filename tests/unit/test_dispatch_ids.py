@@ -7,27 +7,35 @@ from collections import Counter
 
 from celery.canvas import Signature, _chain, _chord
 
-from agent.models.research import ScopeFindings
-from agent.models.steps import ExtractCall, ExtractOutput, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput
+from agent.models.steps import ComposeCall, EvaluateCall, ExtractCall, TenKPlanOutput, TenKRetrieveCall, TenKRetrieveOutput
 from agent.models.tenk import TenKPlan
 from tasks.dispatch import fan_out_canvas, start_task_id
 from tests.unit.machine_driver import Job
-from tests.unit.test_machine import answer_round, keep_searching, planned, run_tenk_round, sub_question, sufficient_but_for_an_issue
+from tests.unit.test_machine import answer_round, answering, keep_searching, planned, run_tenk_round, sub_question, sufficient_but_for_an_issue
 from workers.topology import ADVANCE
 
 JOB = "job-1"  # the driver's job id
 
 
 def _ids(sig: Signature) -> list[str]:
-    return [i for t in sig.tasks for i in _ids(t)] if isinstance(sig, _chain) else [sig.options["task_id"]]
+    return canvas_ids(sig)[0]
 
 
-def canvas_ids(canvas: Signature) -> tuple[list[str], str | None]:
-    """(task ids in sending order, the chord's header group id)."""
+def canvas_ids(canvas: Signature) -> tuple[list[str], list[str]]:
+    """(task ids in sending order, the header group ids of its chords, outermost first)."""
     if isinstance(canvas, _chord):
-        return [i for t in canvas.tasks for i in _ids(t)] + [canvas.body.options["task_id"]], canvas.options["task_id"]
-    assert isinstance(canvas, _chain)
-    return _ids(canvas), None
+        body, groups = canvas_ids(canvas.body)
+        return [i for t in canvas.tasks for i in _ids(t)] + body, [canvas.options["task_id"], *groups]
+    if isinstance(canvas, _chain):
+        parts = [canvas_ids(t) for t in canvas.tasks]
+        return [i for ids, _ in parts for i in ids], [g for _, groups in parts for g in groups]
+    return [canvas.options["task_id"]], []
+
+
+def last_task(canvas: Signature) -> Signature:
+    if isinstance(canvas, _chord):
+        return last_task(canvas.body)
+    return last_task(canvas.tasks[-1]) if isinstance(canvas, _chain) else canvas
 
 
 def sent_ids(job: Job, parallel: bool = True) -> tuple[list[str], list[str]]:
@@ -39,11 +47,11 @@ def sent_ids(job: Job, parallel: bool = True) -> tuple[list[str], list[str]]:
         canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=parallel)
         again = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=parallel)
         assert canvas_ids(canvas) == canvas_ids(again)  # a redelivered step re-sends the same ids
-        body = canvas.body if isinstance(canvas, _chord) else canvas.tasks[-1]
+        body = last_task(canvas)
         assert body.task == ADVANCE.name and body.args == (JOB, str(out.step))
-        ids, group = canvas_ids(canvas)
+        ids, chords = canvas_ids(canvas)
         tasks += ids
-        groups += [group] if group else []
+        groups += chords
     return tasks, groups
 
 
@@ -64,7 +72,9 @@ def test_a_multi_iteration_job_sends_distinct_ids_named_after_their_steps():
     ids = assert_unique_and_prefixed(job)
     assert ids[:3] == [f"{JOB}:0:start:0", f"{JOB}:0:plan", f"{JOB}:0:advance:plan"]
     for it in range(1, 4):
-        assert {f"{JOB}:{it}:advance:{s}" for s in ("search", "extract", "compose", "evaluate")} <= set(ids)
+        # the answer round's compose and evaluations follow its extractions with no coordinator step between
+        assert {f"{JOB}:{it}:advance:{s}" for s in ("search", "extract")} <= set(ids)
+        assert not {f"{JOB}:{it}:advance:{s}" for s in ("compose", "evaluate")} & set(ids)
     assert f"{JOB}:4:advance:extract" in ids and f"{JOB}:4:advance:search" not in ids  # a refinement round
     assert f"{JOB}:2:extract:ACME:2025_q1" in ids  # a call's id is its output key
 
@@ -99,8 +109,8 @@ def test_a_refinement_round_right_after_the_first_reuses_no_id():
     job = Job()
     planned(job)
     out = sufficient_but_for_an_issue(job)
-    assert out.calls == [ExtractCall(scope="ACME:2025_q1")]
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    assert out.calls[0] == ExtractCall(scope="ACME:2025_q1")
+    job.respond(answering())
     assert_unique_and_prefixed(job)
 
 
@@ -131,3 +141,34 @@ def test_a_10k_evaluation_is_sent_chained_to_its_own_companys_answer():
     assert isinstance(canvas.tasks[0], _chain) and canvas.body.options["task_id"] == f"{JOB}:1:advance:tenk1:answer"
     sequential = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=False)
     assert _ids(sequential)[:-1] == [i for p in parts for i in p]
+
+
+def test_the_answer_round_is_sent_as_nested_waves():
+    """The extractions' chord has the compose as its body, chained to the evaluations' chord, whose body is the next
+    coordinator step; each chord with a fixed group id. Not fanned out, the same tasks run one after another."""
+    job = Job()
+    planned(job)
+    job.find(4, "ACME:2024_q4", "ACME:2025_q1")
+    out = job.respond(lambda c, it: None)
+    canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False)
+    assert isinstance(canvas, _chord) and canvas.options["task_id"] == f"{JOB}:1:fanout:extract"
+    assert [_ids(t) for t in canvas.tasks] == [[f"{JOB}:1:extract:ACME:2024_q4"], [f"{JOB}:1:extract:ACME:2025_q1"]]
+    compose, evaluations = canvas.body.tasks
+    assert compose.options["task_id"] == f"{JOB}:1:compose" and compose.task == "tasks.llm.compose"
+    assert isinstance(evaluations, _chord) and evaluations.options["task_id"] == f"{JOB}:1:fanout:extract:evaluate"
+    assert [_ids(t) for t in evaluations.tasks] == [[f"{JOB}:1:evaluate:ACME:2024_q4"], [f"{JOB}:1:evaluate:ACME:2025_q1"]]
+    assert evaluations.body.options["task_id"] == f"{JOB}:1:advance:extract"
+    sequential = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=False)
+    assert isinstance(sequential, _chain) and _ids(sequential) == _ids(canvas)
+
+
+def test_an_answer_round_of_one_scope_is_one_chain():
+    job = Job()
+    planned(job)
+    job.find(2, "ACME:2025_q1")
+    out = job.respond(lambda c, it: None)
+    assert [type(c) for c in out.calls] == [ExtractCall, ComposeCall, EvaluateCall, EvaluateCall]  # targets 2 quarters
+    canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False)
+    assert isinstance(canvas, _chain) and [t.options["task_id"] for t in canvas.tasks[:2]] == [
+        f"{JOB}:1:extract:ACME:2025_q1", f"{JOB}:1:compose"]
+    assert isinstance(canvas.tasks[2], _chord) and last_task(canvas).options["task_id"] == f"{JOB}:1:advance:extract"

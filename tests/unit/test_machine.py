@@ -28,6 +28,7 @@ from agent.models.steps import (
     TenKRetrieveCall,
     TenKRetrieveOutput,
     call_chains,
+    call_waves,
 )
 from agent.models.tenk import SubQuestion, TenKEvaluation, TenKPlan
 from tests.unit.machine_driver import AVAILABILITY, USAGE, Job, answer, evaluation, event_types, plan, quarters
@@ -38,22 +39,42 @@ def planned(job: Job, **plan_fields):
     return job.respond(lambda c, it: PlanOutput(plan=plan(**plan_fields), usage=USAGE))
 
 
+def answering(score: int = 90, keywords: list[str] | None = None, *, extract=None, compose=None, evaluate=None):
+    """The answer round's outputs by call (models.steps.call_waves): each extraction's, the compose's and each
+    evaluation's; `extract` and `evaluate` make one from the call, `compose` is the output itself."""
+    def respond(c, it):
+        if isinstance(c, ExtractCall):
+            return extract(c) if extract else ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE)
+        if isinstance(c, ComposeCall):
+            return compose if compose is not None else ComposeOutput(answer=answer(), usage=USAGE)
+        if isinstance(c, EvaluateCall):
+            return evaluate(c) if evaluate else EvaluateOutput(evaluation=evaluation(score, keywords=keywords, scope=c.scope),
+                                                               usage=USAGE)
+        return None
+    return respond
+
+
+def is_answer_round(out) -> bool:
+    return any(isinstance(c, ComposeCall) for c in out.calls)
+
+
+def searched(job: Job, chunks: int, *scopes: str):
+    """The search fan-out in flight finds `chunks` in `scopes`; the step after it."""
+    job.find(chunks, *scopes)
+    return job.respond(lambda c, it: None)
+
+
 def answer_round(job: Job, score: int, keywords: list[str] | None = None, chunks: int = 4, scopes=("ACME:2025_q1",)):
-    """From a search fan-out (or a refinement round's extraction) in flight to the evaluation's outcome."""
+    """From a search fan-out (or a refinement round's answer round) in flight to the evaluation's outcome."""
     out = job.last
-    if not all(isinstance(c, ExtractCall) for c in out.calls):
+    if not is_answer_round(out):
         assert all(isinstance(c, (SearchCall, NewsCall)) for c in out.calls), out.calls
         if chunks:
             job.find(chunks, *scopes)
         out = job.respond(lambda c, it: None)
-        if not all(isinstance(c, ExtractCall) for c in out.calls) or not out.calls:
+        if not is_answer_round(out):
             return out
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    out = job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=USAGE))
-    if not out.calls:
-        return out
-    return job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(score, keywords=keywords, scope=c.scope),
-                                                    usage=USAGE))
+    return job.respond(answering(score, keywords))
 
 
 def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
@@ -71,15 +92,13 @@ def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
     job.find(6, "ACME:2024_q4", "ACME:2025_q1")
     out = job.respond(lambda c, it: None)  # a search stores evidence rows, not an output
     assert event_types(out) == ["search"] and out.events[0].data == {"chunks": 6}
-    assert out.calls == [ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1")]
+    # the answer round: the extractions, then the compose, then the evaluations, in one dispatch
+    assert out.calls == [ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1"), ComposeCall(),
+                         EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+    assert str(out.step) == "1:extract"
+    assert call_waves(out.calls) == [[[c] for c in out.calls[:2]], [[ComposeCall()]], [[c] for c in out.calls[3:]]]
 
-    out = job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    assert out.calls == [ComposeCall()] and str(out.step) == "1:compose"
-    out = job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=USAGE))
-    assert out.calls == [EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
-
-    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(60, keywords=["segment margin"], scope=c.scope),
-                                                   usage=USAGE))
+    out = job.respond(answering(60, ["segment margin"]))
     assert event_types(out) == ["agent_decision", "iteration_complete", "iteration_start", "iteration_followup"]
     assert out.events[0].data["will_iterate"] and out.events[0].data["reason"] == "confidence 60% < threshold 80%"
     assert (job.state.iteration, job.state.phase) == (2, "execution")  # a follow-up search is an execution round
@@ -194,7 +213,7 @@ def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_alre
     out = job.respond(tenk_chord(0.95))
     # quality reached; no transcript search for a 10-K-only question: straight to extraction
     assert job.state.tenk.done and job.state.tenk.quality == {"ACME": 0.95}
-    assert event_types(out) == ["tenk_search", "search"] and out.calls == [ExtractCall(scope="ACME:10k")]
+    assert event_types(out) == ["tenk_search", "search"] and out.calls[0] == ExtractCall(scope="ACME:10k")
 
 
 def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k_scope_after():
@@ -219,9 +238,9 @@ def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k
     # the transcripts are extracted once
     assert out.calls == [TenKAnswerCall(round=2, ticker="ACME"), TenKEvaluateCall(round=2, ticker="ACME")]
     out = job.respond(tenk_chord(0.95))
-    assert out.calls == [ExtractCall(scope="ACME:10k")]
-    out = job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    assert out.calls == [ComposeCall()]
+    assert out.calls[0] == ExtractCall(scope="ACME:10k") and not isinstance(out.calls[1], ExtractCall)
+    job.respond(answering(95, extract=lambda c: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE),
+                          compose=ComposeOutput(answer=answer()), evaluate=lambda c: EvaluateOutput(evaluation=evaluation(95))))
     # the plan and every extraction of the iteration counted once: 2 early and the 10-K scope's
     assert job.state.tokens == {"prompt": 4 * USAGE.prompt, "completion": 4 * USAGE.completion}
 
@@ -294,7 +313,7 @@ def test_tenk_stops_after_its_round_limit():
         subs = [sub_question(n, f"phrase {n}")]
         out = run_tenk_round(job, quality=0.3, chunks=1, sub_questions=subs)
     assert job.state.tenk.round == 5 and job.state.tenk.done
-    assert isinstance(out.calls[0], ExtractCall)
+    assert isinstance(out.calls[0], ExtractCall) and is_answer_round(out)
 
 
 def test_a_planner_failure_fails_the_job_with_a_readable_reason():
@@ -343,34 +362,34 @@ def test_an_empty_round_goes_on_when_there_is_more_to_try():
     assert out.status == "running" and job.state.strategy == "10k_first" and job.state.iteration == 3
 
 
+NOT_COMPOSED = FailedOutput(error="timeout", error_class="network")
+SKIPPED = FailedOutput(error="no answer was composed to evaluate", error_class="no_answer")  # agent.work.research
+
+
 def test_a_compose_failure_fails_a_first_answer_and_keeps_a_later_one():
     job = Job()
     planned(job)
-    job.find(2, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    out = job.respond(lambda c, it: FailedOutput(error="timeout", error_class="network"))
+    searched(job, 2, "ACME:2025_q1")
+    out = job.respond(answering(compose=NOT_COMPOSED, evaluate=lambda c: SKIPPED))
     assert out.status == "failed" and "answer generation failed" in out.result.error
     assert out.result.error_class == "network" and not out.result.partial
+    assert "evaluation" not in " ".join(e.message for e in out.events)  # the skipped evaluations are no error
 
     job = Job()
     planned(job)
     answer_round(job, 50, keywords=["capital returns"])
-    job.find(2, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    out = job.respond(lambda c, it: FailedOutput(error="timeout", error_class="network"))
+    searched(job, 2, "ACME:2025_q1")
+    out = job.respond(answering(compose=NOT_COMPOSED, evaluate=lambda c: SKIPPED))
     assert out.status == "completed" and out.result.termination_reason.endswith("kept the previous answer")
 
 
 def test_a_failed_job_keeps_the_cited_findings_as_its_partial_answer():
     job = Job()
     planned(job)
-    job.find(2, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
+    searched(job, 2, "ACME:2025_q1")
     partial = Answer(text="Partial answer: ...\n- Revenue rose 4% [1]", citations=[])
-    out = job.respond(lambda c, it: FailedOutput(error="RateLimitError: 429", error_class="rate_limit"), partial_answer=partial)
+    out = job.respond(answering(compose=FailedOutput(error="RateLimitError: 429", error_class="rate_limit"),
+                                evaluate=lambda c: SKIPPED), partial_answer=partial)
     assert out.status == "failed" and out.result.partial and out.result.error_class == "rate_limit"
     assert out.result.answer == partial.text and "rate_limit error" in out.result.error
     assert event_types(out)[-2:] == ["result", "job_status"]
@@ -379,23 +398,21 @@ def test_a_failed_job_keeps_the_cited_findings_as_its_partial_answer():
 def test_every_evaluation_failing_returns_the_unevaluated_answer():
     job = Job()
     planned(job)
-    job.find(2, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    job.respond(lambda c, it: ComposeOutput(answer=answer()))
-    out = job.respond(lambda c, it: FailedOutput(error="bad json", error_class="data"))
+    searched(job, 2, "ACME:2025_q1")
+    out = job.respond(answering(evaluate=lambda c: FailedOutput(error="bad json", error_class="data")))
     assert out.status == "completed" and out.result.answer == "Revenue rose [1]."
     assert event_types(out).count("error") == 2
 
 
 def test_running_out_of_time_after_composing_ends_the_job():
+    """The round's evaluations found the time gone when the answer came (agent.work.research.do_evaluate)."""
     job = Job(max_duration_seconds=5)
     planned(job)
-    job.find(2, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    out = job.respond(lambda c, it: ComposeOutput(answer=answer()), seconds=10)
+    searched(job, 2, "ACME:2025_q1")
+    late = FailedOutput(error="the job's time ran out before the evaluation", error_class="out_of_time")
+    out = job.respond(answering(evaluate=lambda c: late), seconds=10)
     assert out.status == "completed" and out.result.termination_reason == "max_duration_seconds ran out"
+    assert out.result.answer == "Revenue rose [1]." and "error" not in event_types(out)
 
 
 def test_news_is_searched_beside_the_transcripts_and_reported():
@@ -458,12 +475,10 @@ def test_an_explicit_max_iterations_runs_that_many():
 
 def sufficient_but_for_an_issue(job: Job):
     """A planned job's first round, evaluated sufficient in substance but with an issue only a rework fixes."""
-    job.find(3, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
-    return job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
-        70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+    searched(job, 3, "ACME:2025_q1")
+    return job.respond(answering(compose=ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")),
+                                 evaluate=lambda c: EvaluateOutput(evaluation=evaluation(
+                                     70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"]))))
 
 
 def test_a_refinement_round_reworks_the_answer_without_searching():
@@ -471,7 +486,7 @@ def test_a_refinement_round_reworks_the_answer_without_searching():
     planned(job)
     out = sufficient_but_for_an_issue(job)
     assert job.state.phase == "refinement" and job.state.revision_notes == ["no margin figure"]
-    assert out.calls == [ExtractCall(scope="ACME:2025_q1")]  # straight to the answer: no search calls
+    assert out.calls[0] == ExtractCall(scope="ACME:2025_q1") and is_answer_round(out)  # no search calls
     assert out.events[-1].data["phase"] == "refinement"
 
 
@@ -481,14 +496,14 @@ def test_a_refinement_round_after_extractions_beside_the_10k_answers_pays_for_ev
     job = tenk_answers_and_calls_extracting()
     job.find(2, "ACME:10k")
     out = job.respond(tenk_chord(0.95))
-    assert out.calls == [ExtractCall(scope="ACME:10k")]
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    job.respond(lambda c, it: ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")))
-    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(
-        70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
-    assert job.state.phase == "refinement" and len(out.calls) == 3
+    assert [c for c in out.calls if isinstance(c, ExtractCall)] == [ExtractCall(scope="ACME:10k")]
+    unpriced = answering(compose=ComposeOutput(answer=answer("Revenue rose [1]. Let me also check the margins.")),
+                         evaluate=lambda c: EvaluateOutput(evaluation=evaluation(
+                             70, sufficient=True, needs_transcript_search=False, issues=["no margin figure"])))
+    out = job.respond(unpriced)
+    assert job.state.phase == "refinement" and len([c for c in out.calls if isinstance(c, ExtractCall)]) == 3
     before = job.state.tokens["prompt"]
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
+    job.respond(unpriced)  # only the extractions are priced
     assert job.state.tokens["prompt"] == before + 3 * USAGE.prompt
 
 
@@ -496,10 +511,8 @@ def test_a_10k_only_question_iterates_with_what_was_missing():
     job = Job()
     planned(job, data_sources=["10k"], needs_10k=True)
     out = run_tenk_round(job, quality=0.95, chunks=3)
-    assert out.calls == [ExtractCall(scope="ACME:10k")]
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope)))
-    job.respond(lambda c, it: ComposeOutput(answer=answer()))
-    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(60, missing_info=["the gross margin"])))
+    assert out.calls[0] == ExtractCall(scope="ACME:10k") and is_answer_round(out)
+    out = job.respond(answering(evaluate=lambda c: EvaluateOutput(evaluation=evaluation(60, missing_info=["the gross margin"]))))
     assert job.state.iteration == 2 and out.calls == [
         TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024, missing_info=["the gross margin"], previous="1:tenk1:plan:ACME")]
     assert job.state.tenk.retrieved  # what iteration 1 searched is remembered: it is not searched again
@@ -511,11 +524,11 @@ def test_tokens_cost_and_cache_hits_add_up_from_every_call():
     job.advance()
     priced = Usage(prompt=1_000_000, completion=1_000_000, model="gpt-4o-mini")
     job.respond(lambda c, it: PlanOutput(plan=plan(), usage=priced))
-    job.find(2, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=Usage(cached=True, model="gpt-4o-mini")))
-    job.respond(lambda c, it: ComposeOutput(answer=answer(), usage=Usage(prompt=10, completion=5)))
-    out = job.respond(lambda c, it: EvaluateOutput(evaluation=evaluation(95, scope=c.scope), usage=Usage(prompt=1, completion=1)))
+    searched(job, 2, "ACME:2025_q1")
+    out = job.respond(answering(
+        extract=lambda c: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=Usage(cached=True, model="gpt-4o-mini")),
+        compose=ComposeOutput(answer=answer(), usage=Usage(prompt=10, completion=5)),
+        evaluate=lambda c: EvaluateOutput(evaluation=evaluation(95, scope=c.scope), usage=Usage(prompt=1, completion=1))))
     assert out.result.tokens == {"prompt": 1_000_000 + 10 + 2, "completion": 1_000_000 + 5 + 2}
     assert out.result.cost_usd == 0.75 and out.result.cache_hits == 1  # 0.15 + 0.60 per million; the cached extract
 
@@ -523,13 +536,11 @@ def test_tokens_cost_and_cache_hits_add_up_from_every_call():
 def test_evidence_over_the_budget_reaches_the_answer_through_working_memory():
     job = Job()
     planned(job)
-    job.find(9, "ACME:2024_q4", "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    out = job.respond(lambda c, it: ExtractOutput(
+    searched(job, 9, "ACME:2024_q4", "ACME:2025_q1")
+    job.respond(answering(extract=lambda c: ExtractOutput(
         findings=ScopeFindings(scope=c.scope), verbatim=3, merged=1, tokens_saved=40,
         summarised=["transcript:7", "transcript:8"] if c.scope.endswith("2024_q4") else [],
-        summary="ACME Q4 2024: Margins widened" if c.scope.endswith("2024_q4") else None))
-    assert out.calls == [ComposeCall()]
+        summary="ACME Q4 2024: Margins widened" if c.scope.endswith("2024_q4") else None)))
     assert job.state.working_memory == "ACME:2024_q4: ACME Q4 2024: Margins widened"
     assert job.state.context.model_dump() == {"verbatim": 6, "summarised": 2, "summarised_scopes": ["ACME:2024_q4"],
                                               "merged": 2, "tokens_saved": 80}
@@ -559,11 +570,12 @@ def test_a_cancel_mid_loop_keeps_the_answer_so_far():
 def test_an_answer_composed_just_before_the_cancel_is_kept():
     job = Job()
     planned(job)
-    job.find(4, "ACME:2025_q1")
-    job.respond(lambda c, it: None)
-    job.respond(lambda c, it: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE))
-    out = job.respond(lambda c, it: ComposeOutput(answer=answer("Margins widened [1]."), usage=USAGE), cancel=True)
+    searched(job, 4, "ACME:2025_q1")
+    # the cancel came while the evaluations ran: they were revoked (tasks.dispatch.CeleryDispatcher.cancel)
+    composed = answering(compose=ComposeOutput(answer=answer("Margins widened [1]."), usage=USAGE))
+    out = job.respond(lambda c, it: None if isinstance(c, EvaluateCall) else composed(c, it), cancel=True)
     assert out.status == "cancelled" and out.result.answer == "Margins widened [1]."
+    assert out.result.tokens == {"prompt": 3 * USAGE.prompt, "completion": 3 * USAGE.completion}  # plan, extract, compose
 
 
 def test_the_result_reports_the_mode_the_job_ran_in_the_callers_over_the_planners():
@@ -574,3 +586,43 @@ def test_the_result_reports_the_mode_the_job_ran_in_the_callers_over_the_planner
     free = Job()
     planned(free, answer_mode="detailed")
     assert answer_round(free, 95).result.mode == "detailed"
+
+
+def test_the_answer_round_splits_generation_and_evaluation_time_where_the_compose_ended():
+    job = Job()
+    planned(job)
+    searched(job, 2, "ACME:2025_q1")
+    generation_before = job.state.timing.stages.get("generation", 0.0)
+    composed_at = job.now + 0.75  # the step after the round comes 1 s after its dispatch
+    job.respond(answering(95, compose=ComposeOutput(answer=answer(), finished_at=composed_at)), seconds=1.0)
+    assert job.state.timing.stages["generation"] == pytest.approx(generation_before + 0.75)
+    assert job.state.timing.stages["evaluation"] == pytest.approx(0.25)
+
+
+def test_a_job_saved_before_the_answer_round_composes_and_evaluates_in_steps_of_their_own():
+    """A job whose extractions alone were in flight when it was saved (before the round was one dispatch) goes on
+    as it would have: the compose, then the evaluations, each at a step of its own."""
+    job = Job()
+    planned(job)
+    out = searched(job, 2, "ACME:2024_q4", "ACME:2025_q1")
+    extracts = [c for c in out.calls if isinstance(c, ExtractCall)]
+    job.state = job.state.model_copy(update={"inflight": extracts})
+    job.outcomes[-1] = out.model_copy(update={"calls": extracts})
+    out = job.respond(answering())
+    assert out.calls == [ComposeCall()] and str(out.step) == "1:compose"
+    out = job.respond(answering())
+    assert out.calls == [EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+    out = job.respond(answering(95))
+    assert out.status == "completed" and out.result.confidence == 0.95
+
+
+def test_evaluations_some_of_which_found_the_time_gone_judge_with_those_that_ran():
+    """At the deadline's edge a round's evaluations can start either side of it: those that ran decide; the others
+    are no error."""
+    job = Job()
+    planned(job)
+    searched(job, 2, "ACME:2024_q4", "ACME:2025_q1")
+    late = FailedOutput(error="the job's time ran out before the evaluation", error_class="out_of_time")
+    out = job.respond(answering(evaluate=lambda c: late if c.scope.endswith("q4") else EvaluateOutput(
+        evaluation=evaluation(95, scope=c.scope))))
+    assert out.status == "completed" and out.result.confidence == 0.95 and "error" not in event_types(out)

@@ -31,18 +31,64 @@ def _job() -> SimpleNamespace:
 
 def test_a_job_waits_on_each_chains_first_unfinished_link(states):
     job = _job()
-    assert reconcile.waited_chains(job) == [[f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:evaluate:ACME"],
-                                            [f"{JOB}:1:tenk1:answer:BETA", f"{JOB}:1:tenk1:evaluate:BETA"],
-                                            [f"{JOB}:1:extract:ACME:2025_q1"]]
+    assert reconcile.waited_waves(job) == [[[f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:evaluate:ACME"],
+                                             [f"{JOB}:1:tenk1:answer:BETA", f"{JOB}:1:tenk1:evaluate:BETA"],
+                                             [f"{JOB}:1:extract:ACME:2025_q1"]]]
     assert len(reconcile.waited_ids(job)) == 5  # every id, for diagnostics
-    assert reconcile._unfinished(reconcile.waited_chains(job)) == [
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == [
         f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:answer:BETA", f"{JOB}:1:extract:ACME:2025_q1"]
 
     states |= {f"{JOB}:1:tenk1:answer:ACME": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "SUCCESS",
                f"{JOB}:1:tenk1:answer:BETA": "RETRY"}
-    assert reconcile._unfinished(reconcile.waited_chains(job)) == [
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == [
         f"{JOB}:1:tenk1:evaluate:ACME", f"{JOB}:1:tenk1:answer:BETA"]
 
     states |= {f"{JOB}:1:tenk1:evaluate:ACME": "SUCCESS", f"{JOB}:1:tenk1:answer:BETA": "SUCCESS",
                f"{JOB}:1:tenk1:evaluate:BETA": "FAILURE"}
-    assert reconcile._unfinished(reconcile.waited_chains(job)) == []  # all in: a quiet job then lost its chord body
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == []  # all in: a quiet job then lost its chord body
+
+
+def test_an_answer_round_waits_on_its_extractions_then_its_compose_then_its_evaluations(states):
+    """A wave is sent when the one before it has finished: while an extraction runs, the compose and the evaluations
+    are not sent yet, and not lost."""
+    from agent.models.steps import ComposeCall, EvaluateCall
+
+    calls = [ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1"), ComposeCall(),
+             EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+    state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
+    job = SimpleNamespace(id=JOB, step="1:extract", state=state)
+    extracts = [f"{JOB}:1:extract:ACME:2024_q4", f"{JOB}:1:extract:ACME:2025_q1"]
+    evaluations = [f"{JOB}:1:evaluate:ACME:2024_q4", f"{JOB}:1:evaluate:ACME:2025_q1"]
+    assert reconcile.waited_waves(job) == [[[i] for i in extracts], [[f"{JOB}:1:compose"]], [[i] for i in evaluations]]
+    states[extracts[0]] = "SUCCESS"
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == [extracts[1]]
+    states[extracts[1]] = "FAILURE"
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == [f"{JOB}:1:compose"]
+    states[f"{JOB}:1:compose"] = "SUCCESS"
+    states[evaluations[1]] = "SUCCESS"
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == [evaluations[0]]
+    states[evaluations[0]] = "SUCCESS"
+    assert reconcile._unfinished(reconcile.waited_waves(job)) == []
+
+
+def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states):
+    """Extractions that all finished are not sent again (their chord, counted already, would not fire the compose a
+    second time): the re-send starts at the compose, and keeps the evaluations' group id."""
+    from agent.models.steps import ComposeCall, EvaluateCall
+    from tasks.dispatch import fan_out_canvas
+
+    calls = [ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1"), ComposeCall(),
+             EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+    state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
+    job = SimpleNamespace(id=JOB, step="1:extract", state=state)
+    assert reconcile.unsent_calls(job) == calls  # the first wave unfinished: the whole round
+    states |= {f"{JOB}:1:extract:ACME:2024_q4": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "FAILURE"}
+    assert reconcile.unsent_calls(job) == calls[2:]
+    whole = fan_out_canvas(JOB, job.step, calls, 1, batch=False)
+    rest = fan_out_canvas(JOB, job.step, calls[2:], 1, batch=False)
+    assert rest.tasks[0].options["task_id"] == f"{JOB}:1:compose"
+    assert rest.tasks[1].options["task_id"] == whole.body.tasks[1].options["task_id"] == f"{JOB}:1:fanout:extract:evaluate"
+    states |= {f"{JOB}:1:compose": "SUCCESS", f"{JOB}:1:evaluate:ACME:2024_q4": "SUCCESS"}
+    assert reconcile.unsent_calls(job) == calls[3:]  # a wave is re-sent whole
+    states[f"{JOB}:1:evaluate:ACME:2025_q1"] = "SUCCESS"
+    assert reconcile.unsent_calls(job) == []  # all in: only the step's body can have been lost
