@@ -160,16 +160,37 @@ def _evidence(rows: list[dict[str, Any]]) -> list[Evidence]:
     return [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
-def load_state_and_evidence(pool, job_id: str) -> tuple[JobState, list[Evidence]]:
-    """`load_state` and `load_evidence` in one round trip (what every generation task reads first)."""
+# what generation reads changes only when the job's row is written (its xmin moves) or evidence is added (rows are only
+# ever inserted, so their count moves)
+_VERSION = "j.xmin::text || ':' || (SELECT count(*) FROM job_evidence e WHERE e.job_id = j.id) AS version"
+_GENERATION_VERSION_SQL = f"SELECT {_VERSION} FROM research_jobs j WHERE j.id = %s"
+
+
+def generation_version(pool, job_id: str, output_key: str | None = None) -> tuple[str, dict | None]:
+    """A version of the job's state and evidence together (equal versions, equal `load_state_and_evidence`), and the
+    stored output under `output_key` if asked for (None if there is none), in one round trip."""
     with reading(pool) as conn, conn.pipeline():
-        state_cur = conn.execute("SELECT state FROM research_jobs WHERE id = %s", (job_id,))
-        evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
-        row = state_cur.fetchone()
-        rows = evidence_cur.fetchall()
+        version_cur = conn.execute(_GENERATION_VERSION_SQL, (job_id,))
+        output_cur = conn.execute("SELECT payload FROM job_step_outputs WHERE job_id = %s AND step_key = %s",
+                                  (job_id, output_key)) if output_key else None
+        row = version_cur.fetchone()
+        output = output_cur.fetchone() if output_cur is not None else None
     if row is None:
         raise LookupError(f"job {job_id} not found")
-    return JobState.model_validate(row["state"]), _evidence(rows)
+    return row["version"], output["payload"] if output else None
+
+
+def load_state_and_evidence(pool, job_id: str) -> tuple[str, JobState, list[Evidence]]:
+    """`load_state` and `load_evidence` in one round trip (what every generation task reads first), with the
+    `generation_version` they were read at."""
+    with reading(pool) as conn, conn.pipeline():
+        state_cur = conn.execute(f"SELECT j.state, {_VERSION} FROM research_jobs j WHERE j.id = %s", (job_id,))
+        evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
+        row = state_cur.fetchone()
+        rows = evidence_cur.fetchall()  # read after the version: evidence added in between is newer, never missing
+    if row is None:
+        raise LookupError(f"job {job_id} not found")
+    return row["version"], JobState.model_validate(row["state"]), _evidence(rows)
 
 
 def evidence_keys(pool, job_id: str, ticker: str, period: Period, before_iteration: int) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +25,10 @@ from agent.models.steps import (
     PlanOutput,
     SearchCall,
     Stage,
+    StepKey,
     StepOutput,
     StepOutputs,
+    parse_output,
 )
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
@@ -62,6 +65,12 @@ def generation_evidence(ctx: Context, job_id: str) -> Merged:
 
 
 def generation_inputs(ctx: Context, job_id: str) -> tuple[JobState, Merged]:
+    state, merged, _ = generation_inputs_with(ctx, job_id)
+    return state, merged
+
+
+def generation_inputs_with(ctx: Context, job_id: str, output_key: StepKey | None = None
+                           ) -> tuple[JobState, Merged, StepOutput | None]:
     """The job's state and its evidence as generation sees it (`generation_evidence`), read together.
 
     A fan-out's generation calls (one extract or evaluate per scope) reach a worker's threads at once and each reads the
@@ -69,15 +78,50 @@ def generation_inputs(ctx: Context, job_id: str) -> tuple[JobState, Merged]:
     parsing it again beside it under the GIL. The state and the evidence objects are shared: generation only reads
     them (only the coordinator changes a job's state); each caller gets its own containers of the merged evidence. A
     read that started a moment before a caller asked is one that caller could have made itself: no stage reads
-    evidence its own fan-out is still adding, and a job's state changes only between its fan-outs."""
+    evidence its own fan-out is still adding, and a job's state changes only between its fan-outs.
 
-    def read() -> tuple[JobState, Merged]:
-        state, evidence = jobstore.load_state_and_evidence(ctx.pool, job_id)
-        return state, merge_adjacent(evidence)
+    What was read is kept under its `jobstore.generation_version` (the answer round's compose and evaluations read what
+    its extractions read, in the same process): a caller whose version matches reuses it after one small query instead
+    of reading and parsing every passage again, on the path from one wave of the round to the next. The output under
+    `output_key` (what the call before it in the round stored) comes in the same round trip."""
+    version, output = jobstore.generation_version(ctx.pool, job_id, str(output_key) if output_key else None)
+    kept = _generation_kept.get(job_id, version)
+    if kept is None:
+        def read() -> tuple[str, JobState, Merged]:
+            read_at, state, evidence = jobstore.load_state_and_evidence(ctx.pool, job_id)
+            return read_at, state, merge_adjacent(evidence)
 
-    state, shared = _generation_reads.read(job_id, read)
-    return state, shared.model_copy(update={"evidence": list(shared.evidence), "merged": dict(shared.merged),
-                                            "chars_saved": dict(shared.chars_saved)})
+        read_at, state, shared = _generation_reads.read(job_id, read)
+        _generation_kept.put(job_id, read_at, (state, shared))
+    else:
+        state, shared = kept
+    merged = shared.model_copy(update={"evidence": list(shared.evidence), "merged": dict(shared.merged),
+                                       "chars_saved": dict(shared.chars_saved)})
+    return state, merged, parse_output(output_key, output) if output_key and output is not None else None
+
+
+class KeptReads:
+    """The latest read of each of the last `size` jobs, by version: a read is reused only at the version it was made."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[str, Any]] = OrderedDict()
+        self.size = size
+
+    def get(self, key: str, version: str) -> Any:
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or kept[0] != version:
+                return None
+            self._kept.move_to_end(key)
+            return kept[1]
+
+    def put(self, key: str, version: str, value: Any) -> None:
+        with self._lock:
+            self._kept[key] = (version, value)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
 
 
 class _Flight:
@@ -118,6 +162,7 @@ class SharedReads:
 
 
 _generation_reads = SharedReads()
+_generation_kept = KeptReads()
 
 
 def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> None:
@@ -145,15 +190,6 @@ def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ExtractOutput]
     return [o for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
 
 
-def _composed(ctx: Context, job_id: str, iteration: int) -> StepOutput | None:
-    """The iteration's compose output (shared by the round's evaluations, which ask for it at once)."""
-    def read() -> StepOutput | None:
-        rows = jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.compose.value}")
-        return StepOutputs.from_rows(rows).one(iteration, Stage.compose)
-
-    return _generation_reads.read(f"{job_id}:{iteration}:compose", read)
-
-
 def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | None:
     """What the job can still say when composing failed for good: the iteration's cited findings."""
     evidence = generation_evidence(ctx, job_id).evidence
@@ -178,10 +214,9 @@ def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -> None:
     """Evaluate the answer the round composed (the job's state holds the previous round's until the coordinator's
     next step). No answer, or no time left when it came: store why, and make no call."""
-    state, merged = generation_inputs(ctx, job_id)
+    state, merged, composed = generation_inputs_with(ctx, job_id, ComposeCall().output_key(iteration))
     evidence = merged.evidence
     key = call.output_key(iteration)
-    composed = _composed(ctx, job_id, iteration)
     if not isinstance(composed, ComposeOutput) or out_of_time(state, time.time()):
         why = ("out_of_time", "the job's time ran out before the evaluation") if isinstance(composed, ComposeOutput) \
             else ("no_answer", "no answer was composed to evaluate")
