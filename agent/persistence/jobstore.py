@@ -153,44 +153,43 @@ def load_evidence(pool, job_id: str) -> list[Evidence]:
     # this takes half the time of decoding the JSON to dicts and validating those
     with reading(pool) as conn:
         rows = conn.execute(_EVIDENCE_SQL, (job_id,)).fetchall()
-    return _evidence(rows)
+    return parse_evidence(rows)
 
 
-def _evidence(rows: list[dict[str, Any]]) -> list[Evidence]:
+def parse_evidence(rows: list[dict[str, Any]]) -> list[Evidence]:
     return [Evidence.model_validate_json(r["payload"]) for r in rows]
 
 
-# what generation reads changes only when the job's row is written (its xmin moves) or evidence is added (rows are only
-# ever inserted, so their count moves)
-_VERSION = "j.xmin::text || ':' || (SELECT count(*) FROM job_evidence e WHERE e.job_id = j.id) AS version"
-_GENERATION_VERSION_SQL = f"SELECT {_VERSION} FROM research_jobs j WHERE j.id = %s"
+# what generation reads changes only when the job's row is written (its xmin moves) or its evidence is: a row added
+# moves the count, and a row a sibling search rescored gets a new xmin, which moves the sum of their xmins
+_VERSION = ("j.xmin::text || ':' || (SELECT count(*) || ':' || coalesce(sum(e.xmin::text::bigint), 0)"
+            " FROM job_evidence e WHERE e.job_id = j.id) AS version")
 
 
-def generation_version(pool, job_id: str, output_key: str | None = None) -> tuple[str, dict | None]:
-    """A version of the job's state and evidence together (equal versions, equal `load_state_and_evidence`), and the
-    stored output under `output_key` if asked for (None if there is none), in one round trip."""
+class GenerationRows(NamedTuple):
+    """What every generation call reads first, as stored: the job's state (JSON text) and evidence rows, at `version`
+    (equal versions, equal state and evidence), and the step outputs it asked for, by key."""
+
+    version: str
+    state: str
+    evidence: list[dict[str, Any]]
+    outputs: dict[str, dict]
+
+
+def generation_rows(pool, job_id: str, outputs_prefix: str | None = None) -> GenerationRows:
+    """The state, the evidence and the outputs under `outputs_prefix`, in one round trip, unparsed: a caller that
+    already holds them parsed at this version parses nothing."""
     with reading(pool) as conn, conn.pipeline():
-        version_cur = conn.execute(_GENERATION_VERSION_SQL, (job_id,))
-        output_cur = conn.execute("SELECT payload FROM job_step_outputs WHERE job_id = %s AND step_key = %s",
-                                  (job_id, output_key)) if output_key else None
-        row = version_cur.fetchone()
-        output = output_cur.fetchone() if output_cur is not None else None
-    if row is None:
-        raise LookupError(f"job {job_id} not found")
-    return row["version"], output["payload"] if output else None
-
-
-def load_state_and_evidence(pool, job_id: str) -> tuple[str, JobState, list[Evidence]]:
-    """`load_state` and `load_evidence` in one round trip (what every generation task reads first), with the
-    `generation_version` they were read at."""
-    with reading(pool) as conn, conn.pipeline():
-        state_cur = conn.execute(f"SELECT j.state, {_VERSION} FROM research_jobs j WHERE j.id = %s", (job_id,))
+        state_cur = conn.execute(f"SELECT j.state::text AS state, {_VERSION} FROM research_jobs j WHERE j.id = %s",
+                                 (job_id,))
         evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
+        out_cur = conn.execute(_OUTPUTS_SQL, (job_id, outputs_prefix + "%")) if outputs_prefix else None
         row = state_cur.fetchone()
         rows = evidence_cur.fetchall()  # read after the version: evidence added in between is newer, never missing
+        outputs = {r["step_key"]: r["payload"] for r in out_cur.fetchall()} if out_cur is not None else {}
     if row is None:
         raise LookupError(f"job {job_id} not found")
-    return row["version"], JobState.model_validate(row["state"]), _evidence(rows)
+    return GenerationRows(row["version"], row["state"], rows, outputs)
 
 
 def evidence_keys(pool, job_id: str, ticker: str, period: Period, before_iteration: int) -> set[str]:

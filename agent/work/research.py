@@ -25,10 +25,7 @@ from agent.models.steps import (
     PlanOutput,
     SearchCall,
     Stage,
-    StepKey,
-    StepOutput,
     StepOutputs,
-    parse_output,
 )
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
@@ -69,9 +66,10 @@ def generation_inputs(ctx: Context, job_id: str) -> tuple[JobState, Merged]:
     return state, merged
 
 
-def generation_inputs_with(ctx: Context, job_id: str, output_key: StepKey | None = None
-                           ) -> tuple[JobState, Merged, StepOutput | None]:
-    """The job's state and its evidence as generation sees it (`generation_evidence`), read together.
+def generation_inputs_with(ctx: Context, job_id: str, outputs_prefix: str | None = None
+                           ) -> tuple[JobState, Merged, StepOutputs]:
+    """The job's state and its evidence as generation sees it (`generation_evidence`), read together, with the step
+    outputs under `outputs_prefix` (what the wave before the call stored) in the same round trip.
 
     A fan-out's generation calls (one extract or evaluate per scope) reach a worker's threads at once and each reads the
     same state and evidence: calls of one job that ask while another's read is under way share that read instead of
@@ -80,24 +78,22 @@ def generation_inputs_with(ctx: Context, job_id: str, output_key: StepKey | None
     read that started a moment before a caller asked is one that caller could have made itself: no stage reads
     evidence its own fan-out is still adding, and a job's state changes only between its fan-outs.
 
-    What was read is kept under its `jobstore.generation_version` (the answer round's compose and evaluations read what
-    its extractions read, in the same process): a caller whose version matches reuses it after one small query instead
-    of reading and parsing every passage again, on the path from one wave of the round to the next. The output under
-    `output_key` (what the call before it in the round stored) comes in the same round trip."""
-    version, output = jobstore.generation_version(ctx.pool, job_id, str(output_key) if output_key else None)
-    kept = _generation_kept.get(job_id, version)
-    if kept is None:
-        def read() -> tuple[str, JobState, Merged]:
-            read_at, state, evidence = jobstore.load_state_and_evidence(ctx.pool, job_id)
-            return read_at, state, merge_adjacent(evidence)
+    What was parsed is kept by the version it was read at (`jobstore.generation_rows`): the answer round's compose and
+    evaluations read what its extractions read, in the same process, and parse none of it again on the way from one
+    wave of the round to the next."""
 
-        read_at, state, shared = _generation_reads.read(job_id, read)
-        _generation_kept.put(job_id, read_at, (state, shared))
-    else:
-        state, shared = kept
+    def read() -> tuple[JobState, Merged, StepOutputs]:
+        rows = jobstore.generation_rows(ctx.pool, job_id, outputs_prefix)
+        kept = _generation_kept.get(job_id, rows.version)
+        if kept is None:
+            kept = JobState.model_validate_json(rows.state), merge_adjacent(jobstore.parse_evidence(rows.evidence))
+            _generation_kept.put(job_id, rows.version, kept)
+        return kept[0], kept[1], StepOutputs.from_rows(rows.outputs)
+
+    state, shared, outputs = _generation_reads.read(f"{job_id}|{outputs_prefix or ''}", read)
     merged = shared.model_copy(update={"evidence": list(shared.evidence), "merged": dict(shared.merged),
                                        "chars_saved": dict(shared.chars_saved)})
-    return state, merged, parse_output(output_key, output) if output_key and output is not None else None
+    return state, merged, outputs
 
 
 class KeptReads:
@@ -185,9 +181,17 @@ def do_extract(ctx: Context, job_id: str, iteration: int, call: ExtractCall) -> 
             merged=merged.merged.get(scope, 0), tokens_saved=merged.tokens_saved(scope))))
 
 
+def _extractions_prefix(iteration: int) -> str:
+    return f"{iteration}:{Stage.extract.value}:"
+
+
+def _extractions(outputs: StepOutputs, iteration: int) -> list[ExtractOutput]:
+    return [o for o in outputs.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
+
+
 def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ExtractOutput]:
-    extracted = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, f"{iteration}:{Stage.extract.value}:"))
-    return [o for o in extracted.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
+    outputs = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, _extractions_prefix(iteration)))
+    return _extractions(outputs, iteration)
 
 
 def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | None:
@@ -197,9 +201,9 @@ def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | N
 
 
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:
-    state, merged = generation_inputs(ctx, job_id)
+    state, merged, outputs = generation_inputs_with(ctx, job_id, _extractions_prefix(iteration))
     evidence = merged.evidence
-    extracted = _extracted(ctx, job_id, iteration)
+    extracted = _extractions(outputs, iteration)
     findings = [o.findings for o in extracted]
     # the working memory the coordinator records from the same outputs after the round: it has not run in between
     state = state.model_copy(update={"working_memory": working_memory(extracted)})
@@ -214,7 +218,8 @@ def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -> None:
     """Evaluate the answer the round composed (the job's state holds the previous round's until the coordinator's
     next step). No answer, or no time left when it came: store why, and make no call."""
-    state, merged, composed = generation_inputs_with(ctx, job_id, ComposeCall().output_key(iteration))
+    state, merged, outputs = generation_inputs_with(ctx, job_id, str(ComposeCall().output_key(iteration)))
+    composed = outputs.one(iteration, Stage.compose)
     evidence = merged.evidence
     key = call.output_key(iteration)
     if not isinstance(composed, ComposeOutput) or out_of_time(state, time.time()):

@@ -65,3 +65,17 @@ def test_other_keys_do_not_wait_and_a_failed_read_leaves_its_followers_to_read_f
     assert errors == ["database gone"] and results == ["own read"]
     with pytest.raises(ValueError):
         reads.read("job", lambda: (_ for _ in ()).throw(ValueError("raised to its caller")))
+
+
+def test_kept_reads_answer_only_at_their_version_and_keep_the_latest_jobs():
+    from agent.work.research import KeptReads
+
+    kept = KeptReads(size=2)
+    kept.put("a", "v1", "read of a")
+    assert kept.get("a", "v1") == "read of a" and kept.get("a", "v2") is None
+    kept.put("b", "v1", "read of b")
+    kept.get("a", "v1")  # a used last: b goes first
+    kept.put("c", "v1", "read of c")
+    assert kept.get("b", "v1") is None and kept.get("a", "v1") == "read of a" and kept.get("c", "v1") == "read of c"
+    kept.put("a", "v2", "newer read of a")
+    assert kept.get("a", "v1") is None and kept.get("a", "v2") == "newer read of a"
