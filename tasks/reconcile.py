@@ -47,10 +47,13 @@ def unsent_calls(job: jobstore.JobRow) -> list[TaskCall]:
     """The job's in-flight calls from its first wave with an unfinished call on: what re-sending its step must send.
     The waves before it finished and stored their outputs; sent again, their chord would not fire its body a second
     time (the backend counted each of their task ids once already), so the wave after them is sent itself. A one-wave
-    step is re-sent whole, as before there were waves."""
+    step is re-sent whole, as before there were waves. A call whose output is stored has finished, whatever the result
+    backend says: a Redis that crashed can have lost the result, never the output."""
     waves = call_waves(job.state.inflight)
+    it = job.state.iteration
+    stored = set(jobstore.get_outputs(context().pool, job.id, f"{it}:")) if len(waves) > 1 else set()
     for n, chains in enumerate(waves):
-        if any(app.AsyncResult(call_task_id(c, job.id, job.state.iteration)).state not in FINISHED
+        if any(str(c.output_key(it)) not in stored and app.AsyncResult(call_task_id(c, job.id, it)).state not in FINISHED
                for links in chains for c in links):
             return [c for later in waves[n:] for links in later for c in links]
     return []

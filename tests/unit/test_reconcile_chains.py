@@ -21,6 +21,15 @@ def states(monkeypatch) -> dict[str, str]:
     return found
 
 
+@pytest.fixture
+def stored(monkeypatch) -> set[str]:
+    """The output keys the job's rows hold (job_step_outputs)."""
+    keys: set[str] = set()
+    monkeypatch.setattr(reconcile, "context", lambda: SimpleNamespace(pool=None))
+    monkeypatch.setattr(reconcile.jobstore, "get_outputs", lambda pool, job_id, prefix: {k: {} for k in keys if k.startswith(prefix)})
+    return keys
+
+
 def _job() -> SimpleNamespace:
     calls = [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME"),
              TenKAnswerCall(round=1, ticker="BETA"), TenKEvaluateCall(round=1, ticker="BETA"),
@@ -71,7 +80,7 @@ def test_an_answer_round_waits_on_its_extractions_then_its_compose_then_its_eval
     assert reconcile._unfinished(reconcile.waited_waves(job)) == []
 
 
-def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states):
+def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states, stored):
     """Extractions that all finished are not sent again (their chord, counted already, would not fire the compose a
     second time): the re-send starts at the compose, and keeps the evaluations' group id."""
     from agent.models.steps import ComposeCall, EvaluateCall
@@ -92,3 +101,16 @@ def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states):
     assert reconcile.unsent_calls(job) == calls[3:]  # a wave is re-sent whole
     states[f"{JOB}:1:evaluate:ACME:2025_q1"] = "SUCCESS"
     assert reconcile.unsent_calls(job) == []  # all in: only the step's body can have been lost
+
+
+def test_a_stored_output_is_a_finished_call_when_the_backend_lost_its_result(states, stored):
+    """After a Redis crash the result backend may have forgotten calls whose outputs Postgres holds: those calls are
+    not sent again, and the re-send starts after them."""
+    from agent.models.steps import ComposeCall, EvaluateCall
+
+    calls = [ExtractCall(scope="ACME:2025_q1"), ComposeCall(), EvaluateCall(scope="ACME:2025_q1")]
+    state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
+    job = SimpleNamespace(id=JOB, step="1:extract", state=state)
+    assert reconcile.unsent_calls(job) == calls  # nothing known finished
+    stored |= {"1:extract:ACME:2025_q1", "1:compose"}  # the backend knows nothing of them
+    assert reconcile.unsent_calls(job) == calls[2:]
