@@ -24,7 +24,7 @@ import logging
 from celery import chain, chord
 from celery.canvas import Signature, _chain
 
-from agent.models.steps import CANCEL_STEP, JobStep, Stage, StepKey, TaskCall, call_waves, wave_rank
+from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall, call_waves, wave_rank
 from agent.persistence.jobstore import JobRow
 from workers.app import app, context
 from workers.batching import one_publish_batch
@@ -83,6 +83,7 @@ def fan_out_canvas(job_id: str, done_step: str, calls: list[TaskCall], iteration
     sigs = [[[call_signature(c, job_id, iteration, batch) for c in links] for links in chains] for chains in waves]
     if not parallel:  # fan-out disabled: the same tasks, one after another
         return chain(*(s for chains in sigs for links in chains for s in links), body)
+    step_rank = wave_rank(JobStep.parse(done_step).stage)
     for n in reversed(range(len(waves))):
         chains = sigs[n]
         if len(chains) == 1:
@@ -91,10 +92,9 @@ def fan_out_canvas(job_id: str, done_step: str, calls: list[TaskCall], iteration
         # the chord's own task_id becomes its header group's id. A fixed group id is safe to re-send: Celery's Redis
         # backend (>= 5.7) counts a chord part once per task id, so a re-sent header joins the parts the first send
         # already finished instead of firing the body early. A chain is one part, counted when its last task ends.
-        # a later wave's group is named by its stage, so a re-send from that wave on (recovery) keeps its id
+        # A later wave's group is named by its stage, so a re-send from that wave on (recovery) keeps its id.
         stage = waves[n][0][0].stage
-        later = wave_rank(stage) > wave_rank(Stage(JobStep.parse(done_step).stage))
-        gid = group_id(job_id, done_step, calls) + (f":{stage.value}" if later else "")
+        gid = group_id(job_id, done_step, calls) + (f":{stage.value}" if wave_rank(stage) > step_rank else "")
         body = chord([links[0] if len(links) == 1 else chain(*links) for links in chains], body, task_id=gid)
     return body
 

@@ -158,7 +158,8 @@ class TenKEvaluateOutput(BaseModel):
 
 # FailedOutput.error_class of an evaluation that did not run: there was no composed answer to evaluate, or the
 # job's time had run out when the answer came (the coordinator then ends the job as it would have before evaluating)
-NOT_EVALUATED = ("no_answer", "out_of_time")
+NO_ANSWER, OUT_OF_TIME = "no_answer", "out_of_time"
+NOT_EVALUATED = (NO_ANSWER, OUT_OF_TIME)
 
 
 class FailedOutput(BaseModel):
@@ -335,7 +336,7 @@ def call_chains(calls: list[TaskCall]) -> list[list[TaskCall]]:
 
 
 # the answer round's calls run in this order: every extraction, then the compose, then the evaluations
-_WAVE_OF = {Stage.compose: 1, Stage.evaluate: 2}
+_WAVE_OF: dict[str, int] = {Stage.compose: 1, Stage.evaluate: 2}
 
 
 def call_waves(calls: list[TaskCall]) -> list[list[list[TaskCall]]]:
@@ -349,6 +350,6 @@ def call_waves(calls: list[TaskCall]) -> list[list[list[TaskCall]]]:
     return [call_chains(waves[w]) for w in sorted(waves)]
 
 
-def wave_rank(stage: Stage) -> int:
+def wave_rank(stage: Stage | str) -> int:
     """Where a stage's calls run in the answer round: 0 (first: the extractions, and every other stage), 1, 2."""
     return _WAVE_OF.get(stage, 0)

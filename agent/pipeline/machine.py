@@ -54,6 +54,7 @@ from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, Ti
 from agent.models.research import Evaluation, SearchPlan
 from agent.models.steps import (
     NOT_EVALUATED,
+    OUT_OF_TIME,
     ComposeCall,
     ComposeOutput,
     EvaluateCall,
@@ -341,7 +342,7 @@ class Step:
         if not evaluated:
             return out_of_time(self.state, self.now)
         outs = self.inp.outputs.of(self.state.iteration, Stage.evaluate).values()
-        return bool(outs) and all(isinstance(o, FailedOutput) and o.error_class == "out_of_time" for o in outs)
+        return bool(outs) and all(isinstance(o, FailedOutput) and o.error_class == OUT_OF_TIME for o in outs)
 
     def after_evaluate(self) -> StepOutcome:
         self._stage_time("evaluation")

@@ -12,6 +12,8 @@ from agent.context import Context
 from agent.models.job import JobState
 from agent.models.research import Answer
 from agent.models.steps import (
+    NO_ANSWER,
+    OUT_OF_TIME,
     ComposeCall,
     ComposeOutput,
     EvaluateCall,
@@ -56,11 +58,6 @@ def do_search(ctx: Context, job_id: str, iteration: int, call: SearchCall) -> in
     return added
 
 
-def generation_evidence(ctx: Context, job_id: str) -> Merged:
-    """All the job's evidence as generation sees it: adjacent chunks of one turn merged into one passage."""
-    return merge_adjacent(jobstore.load_evidence(ctx.pool, job_id))
-
-
 def generation_inputs(ctx: Context, job_id: str) -> tuple[JobState, Merged]:
     state, merged, _ = generation_inputs_with(ctx, job_id)
     return state, merged
@@ -68,8 +65,9 @@ def generation_inputs(ctx: Context, job_id: str) -> tuple[JobState, Merged]:
 
 def generation_inputs_with(ctx: Context, job_id: str, outputs_prefix: str | None = None
                            ) -> tuple[JobState, Merged, StepOutputs]:
-    """The job's state and its evidence as generation sees it (`generation_evidence`), read together, with the step
-    outputs under `outputs_prefix` (what the wave before the call stored) in the same round trip.
+    """The job's state and its evidence as generation sees it (adjacent chunks of one turn merged into one passage),
+    read together, with the step outputs under `outputs_prefix` (what the wave before the call stored) in the same
+    round trip.
 
     A fan-out's generation calls (one extract or evaluate per scope) reach a worker's threads at once and each reads the
     same state and evidence: calls of one job that ask while another's read is under way share that read instead of
@@ -189,15 +187,11 @@ def _extractions(outputs: StepOutputs, iteration: int) -> list[ExtractOutput]:
     return [o for o in outputs.of(iteration, Stage.extract).values() if isinstance(o, ExtractOutput)]
 
 
-def _extracted(ctx: Context, job_id: str, iteration: int) -> list[ExtractOutput]:
-    outputs = StepOutputs.from_rows(jobstore.get_outputs(ctx.pool, job_id, _extractions_prefix(iteration)))
-    return _extractions(outputs, iteration)
-
-
 def load_partial_answer(ctx: Context, job_id: str, iteration: int) -> Answer | None:
     """What the job can still say when composing failed for good: the iteration's cited findings."""
-    evidence = generation_evidence(ctx, job_id).evidence
-    return partial_answer([o.findings for o in _extracted(ctx, job_id, iteration)], evidence, assign_markers(evidence))
+    _, merged, outputs = generation_inputs_with(ctx, job_id, _extractions_prefix(iteration))
+    findings = [o.findings for o in _extractions(outputs, iteration)]
+    return partial_answer(findings, merged.evidence, assign_markers(merged.evidence))
 
 
 def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> None:
@@ -223,8 +217,8 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -
     evidence = merged.evidence
     key = call.output_key(iteration)
     if not isinstance(composed, ComposeOutput) or out_of_time(state, time.time()):
-        why = ("out_of_time", "the job's time ran out before the evaluation") if isinstance(composed, ComposeOutput) \
-            else ("no_answer", "no answer was composed to evaluate")
+        why = (OUT_OF_TIME, "the job's time ran out before the evaluation") if isinstance(composed, ComposeOutput) \
+            else (NO_ANSWER, "no answer was composed to evaluate")
         jobstore.put_output(ctx.pool, job_id, key, FailedOutput(error_class=why[0], error=why[1]))
         return
     state = state.model_copy(update={"answer": composed.answer})
