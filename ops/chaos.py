@@ -51,7 +51,7 @@ class ChaosTally(BaseModel):
                if self.recovery_s else "recovery_s n/a")
         return (f"chaos {self.scenario}: submitted={self.submitted} completed={self.completed} "
                 f"failed_with_reason={self.failed_with_reason} lost={self.lost} duplicated={self.duplicated} "
-                f"faults={self.faults} {rec}")
+                f"faults={self.faults} {rec}" + (f" reasons={self.reasons}" if self.reasons else ""))
 
 
 def duplicated_rows(ctx: Context, job_id: str, result: JobResult | None) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """Reconciling quiet jobs with what the broker and the workers actually hold.
 
 A job waits on task ids: its in-flight calls, or its first step. When it has not moved for `BODY_GRACE_S`, each id it
-waits on is finished (its result is in the backend), queued (in a queue's list), held by a live worker (running,
+waits on is finished (its output stored, or its task returned: `finished_calls`), queued (in a queue's list), held by a live worker (running,
 prefetched, or waiting for its retry countdown: asked by one broadcast), or none of these, which means lost:
 - a broker crash lost it (written after the last append-only fsync),
 - a worker's connection to the broker dropped with messages prefetched (Redis hands them out again only after the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from agent.infra import liveness
 from agent.models.steps import TaskCall, call_waves
@@ -43,18 +43,41 @@ def waited_waves(job: jobstore.JobRow) -> list[list[list[str]]]:
             for chains in call_waves(job.state.inflight)]
 
 
+def finished_calls(job: jobstore.JobRow) -> Callable[[TaskCall], bool]:
+    """Whether one of the job's in-flight calls has finished. A call finishes by storing its output (a FailedOutput
+    when it failed for good) or, for a search (whose evidence rows are its output), by returning: SUCCESS in the
+    backend. A FAILURE there is a call that never recorded an outcome: its retry could not be published (the broker
+    was down), Celery failed it for a failed chord part before it ran, or a hard time limit killed it. It is sent
+    again. A Redis that crashed can have lost a SUCCESS, never a stored output."""
+    it = job.state.iteration
+    stored = set(jobstore.get_outputs(context().pool, job.id, f"{it}:"))
+    return lambda c: str(c.output_key(it)) in stored or app.AsyncResult(call_task_id(c, job.id, it)).state == "SUCCESS"
+
+
+def unfinished_ids(job: jobstore.JobRow) -> list[str]:
+    """Of the first wave with an unfinished call, each chain's first unfinished call: a link behind an unfinished one
+    is not sent yet, so not lost, and neither is any call of a later wave."""
+    if job.step == "start":
+        task_id = start_task_id(job.id)
+        return [] if app.AsyncResult(task_id).state in FINISHED else [task_id]
+    finished, it = finished_calls(job), job.state.iteration
+    for chains in call_waves(job.state.inflight):
+        firsts = (next((c for c in links if not finished(c)), None) for links in chains)
+        unfinished = [call_task_id(c, job.id, it) for c in firsts if c is not None]
+        if unfinished:
+            return unfinished
+    return []
+
+
 def unsent_calls(job: jobstore.JobRow) -> list[TaskCall]:
     """The job's in-flight calls from its first wave with an unfinished call on: what re-sending its step must send.
     The waves before it finished and stored their outputs; sent again, their chord would not fire its body a second
     time (the backend counted each of their task ids once already), so the wave after them is sent itself. A one-wave
-    step is re-sent whole, as before there were waves. A call whose output is stored has finished, whatever the result
-    backend says: a Redis that crashed can have lost the result, never the output."""
+    step is re-sent whole, as before there were waves."""
+    finished = finished_calls(job)
     waves = call_waves(job.state.inflight)
-    it = job.state.iteration
-    stored = set(jobstore.get_outputs(context().pool, job.id, f"{it}:")) if len(waves) > 1 else set()
     for n, chains in enumerate(waves):
-        if any(str(c.output_key(it)) not in stored and app.AsyncResult(call_task_id(c, job.id, it)).state not in FINISHED
-               for links in chains for c in links):
+        if not all(finished(c) for links in chains for c in links):
             return [c for later in waves[n:] for links in later for c in links]
     return []
 
@@ -71,9 +94,10 @@ def queued_ids(redis) -> set[str]:
     return ids
 
 
-def worker_held_ids(timeout_s: float = 1.0) -> set[str]:
-    """Running, prefetched and countdown-waiting task ids, from every worker that answers the broadcast."""
-    inspect = app.control.inspect(timeout=timeout_s)
+def worker_held_ids(timeout_s: float = 1.0, expected: int | None = None) -> set[str]:
+    """Running, prefetched and countdown-waiting task ids, from every worker that answers the broadcast. Each of its
+    three questions returns once `expected` workers replied (those whose heartbeat is live), not after the timeout."""
+    inspect = app.control.inspect(timeout=timeout_s, limit=expected or None)
     ids: set[str] = set()
     for reply in (inspect.active(), inspect.reserved(), inspect.scheduled()):
         for tasks in (reply or {}).values():
@@ -86,17 +110,6 @@ def live_claims(redis) -> set[str]:
     return claims - set(liveness.orphans(redis))
 
 
-def _unfinished(waves: Iterable[list[list[str]]]) -> list[str]:
-    """Of the first wave not finished, each chain's first link not finished: a link behind an unfinished one is not
-    sent yet, so not lost, and neither is any call of a later wave."""
-    for chains in waves:
-        firsts = (next((i for i in links if app.AsyncResult(i).state not in FINISHED), None) for links in chains)
-        unfinished = [i for i in firsts if i is not None]
-        if unfinished:
-            return unfinished
-    return []
-
-
 def reconcile_quiet_jobs() -> list[str]:
     from tasks.coordinator import resume_job
 
@@ -105,16 +118,16 @@ def reconcile_quiet_jobs() -> list[str]:
     held: set[str] | None = None
     acted: list[str] = []
     for job in quiet:
-        waves = waited_waves(job)
-        if not waves:
+        if job.step != "start" and not job.state.inflight:
             continue
-        unfinished = _unfinished(waves)
+        unfinished = unfinished_ids(job)
         if not unfinished and job.step != "start":
             resume_job(job)  # every call finished and the job stood still: the chord body was lost, and is sent again
         else:
             if held is None:  # one broadcast and one scan per run, only when some job waits on unfinished ids
                 try:
-                    held = queued_ids(ctx.redis) | worker_held_ids() | live_claims(ctx.redis)
+                    held = (queued_ids(ctx.redis) | worker_held_ids(expected=len(liveness.beating_workers(ctx.redis)))
+                            | live_claims(ctx.redis))
                 except app.connection_for_read().connection_errors:
                     renew_broker_connections()  # the broker restarted under a pooled connection: look again next run
                     return acted

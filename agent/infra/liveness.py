@@ -74,6 +74,17 @@ def orphans(redis) -> dict[str, str]:
     return {task_id: node for task_id, node in claims.items() if alive[node] is None}
 
 
+def beating_workers(redis) -> set[str]:
+    """The node names of the workers whose heartbeat is live, each once however often it was restarted: how many
+    replies a broadcast to the workers can expect."""
+    prefix, suffix = heartbeat_key(""), ":alive"
+    names = set()
+    for key in redis.scan_iter(match=heartbeat_key("*"), count=1000):
+        key = key.decode() if isinstance(key, bytes) else key
+        names.add(key[len(prefix) - len(suffix):-len(suffix)].rsplit("#", 1)[0])
+    return names
+
+
 def forget(redis, task_ids: list[str]) -> None:
     if task_ids:
         redis.hdel(CLAIMS, *task_ids)

@@ -28,3 +28,16 @@ def test_the_heartbeat_expires_on_its_own():
     liveness.beat(r, "coordinator@a", ttl_s=15)
     assert 0 < r.ttl(liveness.heartbeat_key("coordinator@a")) <= 15
     assert liveness.HEARTBEAT_EVERY_S * 2 < liveness.HEARTBEAT_TTL_S  # a missed beat is not a death
+
+
+def test_a_broadcast_expects_one_reply_per_beating_worker_name():
+    """A worker restarted under its name beats as a new incarnation beside the old one's unexpired key; it replies
+    to a broadcast once. A worker whose key expired is not waited for."""
+    r = fakeredis.FakeRedis()
+    liveness.beat(r, "llm@a#101")
+    liveness.beat(r, "llm@a#202")  # the same node, restarted
+    liveness.beat(r, "search@b#303")
+    liveness.beat(r, "batch@c#404")
+    r.delete(liveness.heartbeat_key("batch@c#404"))
+    r.set("finagent:claims-unrelated", "x")
+    assert liveness.beating_workers(r) == {"llm@a", "search@b"}

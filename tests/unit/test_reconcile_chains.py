@@ -38,26 +38,26 @@ def _job() -> SimpleNamespace:
     return SimpleNamespace(id=JOB, step="1:tenk_answer", state=state)
 
 
-def test_a_job_waits_on_each_chains_first_unfinished_link(states):
+def test_a_job_waits_on_each_chains_first_unfinished_link(states, stored):
     job = _job()
     assert reconcile.waited_waves(job) == [[[f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:evaluate:ACME"],
                                              [f"{JOB}:1:tenk1:answer:BETA", f"{JOB}:1:tenk1:evaluate:BETA"],
                                              [f"{JOB}:1:extract:ACME:2025_q1"]]]
     assert len(reconcile.waited_ids(job)) == 5  # every id, for diagnostics
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == [
+    assert reconcile.unfinished_ids(job) == [
         f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:answer:BETA", f"{JOB}:1:extract:ACME:2025_q1"]
 
     states |= {f"{JOB}:1:tenk1:answer:ACME": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "SUCCESS",
                f"{JOB}:1:tenk1:answer:BETA": "RETRY"}
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == [
+    assert reconcile.unfinished_ids(job) == [
         f"{JOB}:1:tenk1:evaluate:ACME", f"{JOB}:1:tenk1:answer:BETA"]
 
-    states |= {f"{JOB}:1:tenk1:evaluate:ACME": "SUCCESS", f"{JOB}:1:tenk1:answer:BETA": "SUCCESS",
-               f"{JOB}:1:tenk1:evaluate:BETA": "FAILURE"}
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == []  # all in: a quiet job then lost its chord body
+    states |= {f"{JOB}:1:tenk1:evaluate:ACME": "SUCCESS", f"{JOB}:1:tenk1:answer:BETA": "SUCCESS"}
+    stored.add("1:tenk1:evaluate:BETA")  # a call that failed for good stored a FailedOutput; its task returned
+    assert reconcile.unfinished_ids(job) == []  # all in: a quiet job then lost its chord body
 
 
-def test_an_answer_round_waits_on_its_extractions_then_its_compose_then_its_evaluations(states):
+def test_an_answer_round_waits_on_its_extractions_then_its_compose_then_its_evaluations(states, stored):
     """A wave is sent when the one before it has finished: while an extraction runs, the compose and the evaluations
     are not sent yet, and not lost."""
     from agent.models.steps import ComposeCall, EvaluateCall
@@ -70,14 +70,14 @@ def test_an_answer_round_waits_on_its_extractions_then_its_compose_then_its_eval
     evaluations = [f"{JOB}:1:evaluate:ACME:2024_q4", f"{JOB}:1:evaluate:ACME:2025_q1"]
     assert reconcile.waited_waves(job) == [[[i] for i in extracts], [[f"{JOB}:1:compose"]], [[i] for i in evaluations]]
     states[extracts[0]] = "SUCCESS"
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == [extracts[1]]
-    states[extracts[1]] = "FAILURE"
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == [f"{JOB}:1:compose"]
+    assert reconcile.unfinished_ids(job) == [extracts[1]]
+    stored.add("1:extract:ACME:2025_q1")  # its output stored, whatever the backend says
+    assert reconcile.unfinished_ids(job) == [f"{JOB}:1:compose"]
     states[f"{JOB}:1:compose"] = "SUCCESS"
     states[evaluations[1]] = "SUCCESS"
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == [evaluations[0]]
+    assert reconcile.unfinished_ids(job) == [evaluations[0]]
     states[evaluations[0]] = "SUCCESS"
-    assert reconcile._unfinished(reconcile.waited_waves(job)) == []
+    assert reconcile.unfinished_ids(job) == []
 
 
 def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states, stored):
@@ -91,7 +91,7 @@ def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states, 
     state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
     job = SimpleNamespace(id=JOB, step="1:extract", state=state)
     assert reconcile.unsent_calls(job) == calls  # the first wave unfinished: the whole round
-    states |= {f"{JOB}:1:extract:ACME:2024_q4": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "FAILURE"}
+    states |= {f"{JOB}:1:extract:ACME:2024_q4": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "SUCCESS"}
     assert reconcile.unsent_calls(job) == calls[2:]
     whole = fan_out_canvas(JOB, job.step, calls, 1, batch=False)
     rest = fan_out_canvas(JOB, job.step, calls[2:], 1, batch=False)
@@ -114,3 +114,35 @@ def test_a_stored_output_is_a_finished_call_when_the_backend_lost_its_result(sta
     assert reconcile.unsent_calls(job) == calls  # nothing known finished
     stored |= {"1:extract:ACME:2025_q1", "1:compose"}  # the backend knows nothing of them
     assert reconcile.unsent_calls(job) == calls[2:]
+
+
+def test_a_call_failed_by_celery_before_it_recorded_an_outcome_is_sent_again(states, stored):
+    """A FAILURE in the backend with no stored output is a call that never recorded what happened: its retry could
+    not be published while the broker was down, or Celery failed the chord's body for a failed part before it ran.
+    Taking it for finished would send the evaluations with no answer to read (the job would fail); it is sent again."""
+    from agent.models.steps import ComposeCall, EvaluateCall
+
+    calls = [ExtractCall(scope="ACME:2025_q1"), ComposeCall(), EvaluateCall(scope="ACME:2025_q1")]
+    state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
+    job = SimpleNamespace(id=JOB, step="1:extract", state=state)
+    stored.add("1:extract:ACME:2025_q1")
+    states |= {f"{JOB}:1:extract:ACME:2025_q1": "FAILURE", f"{JOB}:1:compose": "FAILURE"}
+    assert reconcile.unfinished_ids(job) == [f"{JOB}:1:compose"]
+    assert reconcile.unsent_calls(job) == calls[1:]
+    stored.add("1:compose")
+    assert reconcile.unfinished_ids(job) == [f"{JOB}:1:evaluate:ACME:2025_q1"]
+
+
+def test_a_search_finishes_by_returning(states, stored):
+    """A search stores evidence rows, not an output (unless it failed for good): its SUCCESS is what says it ended."""
+    from agent.models.steps import SearchCall
+
+    calls = [SearchCall.model_validate({"n": 0, "spec": {"ticker": "ACME", "period": "2025_q1", "query": "revenue"}})]
+    state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
+    job = SimpleNamespace(id=JOB, step="1:search", state=state)
+    task_id = reconcile.call_task_id(calls[0], JOB, 1)
+    assert reconcile.unfinished_ids(job) == [task_id]
+    states[task_id] = "FAILURE"
+    assert reconcile.unfinished_ids(job) == [task_id]
+    states[task_id] = "SUCCESS"
+    assert reconcile.unfinished_ids(job) == [] and reconcile.unsent_calls(job) == []
