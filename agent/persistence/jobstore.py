@@ -163,26 +163,39 @@ def parse_evidence(rows: list[dict[str, Any]]) -> list[Evidence]:
 # what generation reads changes only when the job's row is written (its xmin moves) or its evidence is: a row added
 # moves the count, and a row a sibling search rescored gets a new xmin, which moves the sum of their xmins
 _VERSION = ("j.xmin::text || ':' || (SELECT count(*) || ':' || coalesce(sum(e.xmin::text::bigint), 0)"
-            " FROM job_evidence e WHERE e.job_id = j.id) AS version")
+            " FROM job_evidence e WHERE e.job_id = j.id)")
+# the state and evidence come only when the job is at another version than the one the caller holds parsed
+_STATE_UNLESS_SQL = ("SELECT v.version, CASE WHEN v.version IS DISTINCT FROM %s THEN j.state::text END AS state"
+                     f" FROM research_jobs j CROSS JOIN LATERAL (SELECT {_VERSION} AS version) v WHERE j.id = %s")
+_EVIDENCE_UNLESS_SQL = ("SELECT payload::text AS payload FROM job_evidence WHERE job_id = %s"
+                        f" AND (SELECT {_VERSION} FROM research_jobs j WHERE j.id = %s) IS DISTINCT FROM %s"
+                        " ORDER BY iteration, score DESC, citation_key")
 
 
 class GenerationRows(NamedTuple):
     """What every generation call reads first, as stored: the job's state (JSON text) and evidence rows, at `version`
-    (equal versions, equal state and evidence), and the step outputs it asked for, by key."""
+    (equal versions, equal state and evidence), and the step outputs it asked for, by key. The state is None when the
+    job was at the version the caller said it holds (and the evidence then empty)."""
 
     version: str
-    state: str
+    state: str | None
     evidence: list[dict[str, Any]]
     outputs: dict[str, dict]
 
 
-def generation_rows(pool, job_id: str, outputs_prefix: str | None = None) -> GenerationRows:
-    """The state, the evidence and the outputs under `outputs_prefix`, in one round trip, unparsed: a caller that
-    already holds them parsed at this version parses nothing."""
+def generation_rows(pool, job_id: str, outputs_prefix: str | None = None, held_version: str | None = None
+                    ) -> GenerationRows:
+    """The state, the evidence and the outputs under `outputs_prefix`, in one round trip, unparsed. A caller that
+    already holds them parsed at `held_version` gets neither the state nor the evidence if the job is still there:
+    the later waves of an answer round read what its first wave read, and need none of it sent again."""
     with reading(pool) as conn, conn.pipeline():
-        state_cur = conn.execute(f"SELECT j.state::text AS state, {_VERSION} FROM research_jobs j WHERE j.id = %s",
-                                 (job_id,))
-        evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
+        if held_version is None:
+            state_cur = conn.execute(f"SELECT j.state::text AS state, {_VERSION} AS version FROM research_jobs j"
+                                     " WHERE j.id = %s", (job_id,))
+            evidence_cur = conn.execute(_EVIDENCE_SQL, (job_id,))
+        else:
+            state_cur = conn.execute(_STATE_UNLESS_SQL, (held_version, job_id))
+            evidence_cur = conn.execute(_EVIDENCE_UNLESS_SQL, (job_id, job_id, held_version))
         out_cur = conn.execute(_OUTPUTS_SQL, (job_id, outputs_prefix + "%")) if outputs_prefix else None
         row = state_cur.fetchone()
         rows = evidence_cur.fetchall()  # read after the version: evidence added in between is newer, never missing

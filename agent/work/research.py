@@ -77,14 +77,16 @@ def generation_inputs_with(ctx: Context, job_id: str, outputs_prefix: str | None
     evidence its own fan-out is still adding, and a job's state changes only between its fan-outs.
 
     What was parsed is kept by the version it was read at (`jobstore.generation_rows`): the answer round's compose and
-    evaluations read what its extractions read, in the same process, and parse none of it again on the way from one
-    wave of the round to the next."""
+    evaluations read what its extractions read, in the same process, and neither receive nor parse any of it again on
+    the way from one wave of the round to the next."""
 
     def read() -> tuple[JobState, Merged, StepOutputs]:
-        rows = jobstore.generation_rows(ctx.pool, job_id, outputs_prefix)
+        rows = jobstore.generation_rows(ctx.pool, job_id, outputs_prefix, held_version=_generation_kept.version(job_id))
         kept = _generation_kept.get(job_id, rows.version)
         if kept is None:
-            kept = JobState.model_validate_json(rows.state), merge_adjacent(jobstore.parse_evidence(rows.evidence))
+            if rows.state is None:  # what this process held at that version was let go in between: read it all
+                rows = jobstore.generation_rows(ctx.pool, job_id, outputs_prefix)
+            kept = JobState.model_validate_json(rows.state or ""), merge_adjacent(jobstore.parse_evidence(rows.evidence))
             _generation_kept.put(job_id, rows.version, kept)
         return kept[0], kept[1], StepOutputs.from_rows(rows.outputs)
 
@@ -101,6 +103,11 @@ class KeptReads:
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[str, Any]] = OrderedDict()
         self.size = size
+
+    def version(self, key: str) -> str | None:
+        with self._lock:
+            kept = self._kept.get(key)
+            return kept[0] if kept is not None else None
 
     def get(self, key: str, version: str) -> Any:
         with self._lock:

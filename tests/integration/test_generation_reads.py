@@ -60,3 +60,25 @@ def test_the_outputs_asked_for_come_with_the_read(ctx, job_id):
     _, _, outputs = generation_inputs_with(ctx, job_id, str(key))
     composed = outputs.one(1, Stage.compose)
     assert isinstance(composed, ComposeOutput) and composed.answer.text == "Revenue rose [1]." and composed.finished_at == 5.0
+
+
+def test_a_caller_holding_the_version_receives_neither_state_nor_evidence(ctx, job_id):
+    full = jobstore.generation_rows(ctx.pool, job_id)
+    assert full.state is not None and len(full.evidence) == 2
+    held = jobstore.generation_rows(ctx.pool, job_id, held_version=full.version)
+    assert (held.version, held.state, held.evidence) == (full.version, None, [])
+    jobstore.add_evidence(ctx.pool, job_id, [_passage(3)])
+    moved = jobstore.generation_rows(ctx.pool, job_id, held_version=full.version)
+    assert moved.version != full.version and moved.state == full.state and len(moved.evidence) == 3
+
+
+def test_a_read_whose_kept_parse_was_let_go_reads_everything_again(ctx, job_id, monkeypatch):
+    """The version this process held was evicted between asking and reading: the read is made again in full."""
+    import agent.work.research as research
+
+    state, _ = generation_inputs(ctx, job_id)
+    version = jobstore.generation_rows(ctx.pool, job_id).version
+    monkeypatch.setattr(research._generation_kept, "version", lambda key: version)  # says it holds it ...
+    monkeypatch.setattr(research._generation_kept, "get", lambda key, v: None)  # ... and no longer does
+    again, merged = generation_inputs(ctx, job_id)
+    assert again == state and again is not state and [e.text for e in merged.evidence] == ["passage 1", "passage 2"]
