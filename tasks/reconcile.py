@@ -8,8 +8,8 @@ prefetched, or waiting for its retry countdown: asked by one broadcast), or none
   visibility timeout, ten minutes),
 - or its publish never reached the broker.
 A job with a lost id gets its step re-sent under the same ids: a duplicate adds nothing, because outputs are keyed and a
-stale coordinator delivery is ignored. A job whose ids all finished while it stood still lost its chord body, which is
-sent again under its own id.
+stale coordinator delivery is ignored. A job whose ids all finished while it stood still waits on its chord body; unless
+that body is queued or held (behind a busy coordinator queue), it was lost, and is sent again under its own id.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from agent.infra import liveness
 from agent.models.steps import TaskCall, call_waves
 from agent.persistence import jobstore
-from tasks.dispatch import call_task_id, start_task_id
+from tasks.dispatch import advance_task_id, call_task_id, start_task_id
 from workers.app import app, context, renew_broker_connections
 from workers.topology import Queue
 
@@ -121,21 +121,22 @@ def reconcile_quiet_jobs() -> list[str]:
         if job.step != "start" and not job.state.inflight:
             continue
         unfinished = unfinished_ids(job)
-        if not unfinished and job.step != "start":
-            resume_job(job)  # every call finished and the job stood still: the chord body was lost, and is sent again
-        else:
-            if held is None:  # one broadcast and one scan per run, only when some job waits on unfinished ids
-                try:
-                    held = (queued_ids(ctx.redis) | worker_held_ids(expected=len(liveness.beating_workers(ctx.redis)))
-                            | live_claims(ctx.redis))
-                except app.connection_for_read().connection_errors:
-                    renew_broker_connections()  # the broker restarted under a pooled connection: look again next run
-                    return acted
-            lost = [i for i in unfinished if i not in held]
-            if not lost:
-                continue  # waiting its turn
-            log.warning("job %s at %s lost %s; re-sending its step", job.id, job.step, ", ".join(lost))
-            resume_job(job)
+        # every call finished and the job stood still: its step's body is what it waits on (queued behind a busy
+        # coordinator queue, or lost)
+        body = [] if unfinished or job.step == "start" else [advance_task_id(job.id, job.step, job.state.inflight)]
+        if held is None:  # one broadcast and one scan per run, only when some job waits on something
+            try:
+                held = (queued_ids(ctx.redis) | worker_held_ids(expected=len(liveness.beating_workers(ctx.redis)))
+                        | live_claims(ctx.redis))
+            except app.connection_for_read().connection_errors:
+                renew_broker_connections()  # the broker restarted under a pooled connection: look again next run
+                return acted
+        lost = [i for i in body or unfinished if i not in held]
+        if not lost:
+            continue  # waiting its turn
+        log.warning("job %s at %s lost %s; re-sending %s", job.id, job.step, ", ".join(lost),
+                    "its step's body" if body else "its step")
+        resume_job(job)
         jobstore.touch(ctx.pool, job.id)  # at most one repair per grace period
         acted.append(job.id)
     return acted

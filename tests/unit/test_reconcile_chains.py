@@ -146,3 +146,32 @@ def test_a_search_finishes_by_returning(states, stored):
     assert reconcile.unfinished_ids(job) == [task_id]
     states[task_id] = "SUCCESS"
     assert reconcile.unfinished_ids(job) == [] and reconcile.unsent_calls(job) == []
+
+
+def test_a_finished_fan_outs_body_is_sent_again_only_when_nothing_holds_it(states, monkeypatch):
+    """Every call finished and the job stood still: its body is queued behind a busy coordinator queue, or lost. Sent
+    again only in the second case: each duplicate would be one more delivery for that busy queue to throw away."""
+    import tasks.coordinator as coordinator
+    from tasks.dispatch import advance_task_id
+
+    calls = [ExtractCall(scope="ACME:2025_q1")]
+    state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
+    job = SimpleNamespace(id=JOB, step="1:search", state=state)
+    body = advance_task_id(JOB, job.step, calls)
+    held: set[str] = set()
+    resent: list[str] = []
+    monkeypatch.setattr(reconcile, "context", lambda: SimpleNamespace(pool=None, redis=None))
+    monkeypatch.setattr(reconcile.jobstore, "quiet_jobs", lambda pool, grace: [JOB])
+    monkeypatch.setattr(reconcile.jobstore, "load_job", lambda pool, job_id: job)
+    monkeypatch.setattr(reconcile.jobstore, "touch", lambda pool, job_id: None)
+    monkeypatch.setattr(reconcile.jobstore, "get_outputs", lambda pool, job_id, prefix: {"1:extract:ACME:2025_q1": {}})
+    monkeypatch.setattr(reconcile, "queued_ids", lambda redis: held)
+    monkeypatch.setattr(reconcile, "worker_held_ids", lambda expected=None: set())
+    monkeypatch.setattr(reconcile, "live_claims", lambda redis: set())
+    monkeypatch.setattr(reconcile.liveness, "beating_workers", lambda redis: set())
+    monkeypatch.setattr(coordinator, "resume_job", lambda j: resent.append(j.id))
+
+    held.add(body)
+    assert reconcile.reconcile_quiet_jobs() == [] and resent == []  # queued: it will arrive
+    held.clear()
+    assert reconcile.reconcile_quiet_jobs() == [JOB] and resent == [JOB]  # nowhere: lost, sent again
