@@ -17,8 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env
-from bench.pipeline import MODES, _runs
+from bench.pipeline import MODES, _runs, pipeline_stack
 
 
 def summarise(run: dict) -> dict:
@@ -38,24 +37,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    fresh_env(None, embedding_provider="hash", llm_provider="extractive")
-    from agent.settings import get_settings
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
-    from ops.workers import WorkerManager
-
-    settings = get_settings()
-    ctx = bootstrap(settings)
-    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
-    ingest(ctx, "10k", [sample_corpus_dir() / "10k"], fanout=False, quiet=True)
-    manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
-    try:
+    with pipeline_stack() as (ctx, manager):
         out = summarise(_runs(ctx, manager, args.latency, True, args.repeat, args.mode))
-    finally:
-        manager.stop()
-        stop_embedded(settings)
     if args.json:
         print(json.dumps(out))
         return

@@ -24,7 +24,10 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -142,6 +145,30 @@ def _run(ctx, mode: str = "detailed", question: str = QUESTION) -> dict:
             "answer_sha256": hashlib.sha256(job.result.answer.encode()).hexdigest()[:16]}
 
 
+@contextmanager
+def pipeline_stack(data_dir: str | None = None) -> Iterator[tuple[Any, Any]]:
+    """The bench's stack: embedded services in a private data dir (hash embedder, extractive provider), the sample
+    corpus ingested, and a worker manager; yields (ctx, manager) and stops everything after."""
+    fresh_env(data_dir, embedding_provider="hash", llm_provider="extractive")
+    from agent.settings import get_settings
+    from ops.cli import sample_corpus_dir
+    from ops.ingest_runner import ingest
+    from ops.runtime import bootstrap
+    from ops.stack import stop_embedded
+    from ops.workers import WorkerManager
+
+    settings = get_settings()
+    ctx = bootstrap(settings)
+    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
+    ingest(ctx, "10k", [sample_corpus_dir() / "10k"], fanout=False, quiet=True)
+    manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
+    try:
+        yield ctx, manager
+    finally:
+        manager.stop()
+        stop_embedded(settings)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latencies", default="0.3,1,3", help="injected seconds per LLM call, comma-separated")
@@ -155,28 +182,15 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true", help="skip Celery's own hop (bench/hop_floor.py) after the grid")
     args = parser.parse_args()
 
-    fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
-    from agent.settings import get_settings
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
-    from ops.workers import WorkerManager
-
     latencies = [float(x) for x in args.latencies.split(",")]
     modes = [m for m in args.modes.split(",") if m]
     if HEADLINE[1] not in latencies or HEADLINE[0] not in modes:
         parser.error(f"the headline figures need mode {HEADLINE[0]} at {HEADLINE[1]} s")
     load_start = round(os.getloadavg()[0], 2)
-    settings = get_settings()
-    ctx = bootstrap(settings)
-    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
-    ingest(ctx, "10k", [sample_corpus_dir() / "10k"], fanout=False, quiet=True)
-    manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
     grid: dict[tuple[str, float, bool], dict] = {}
     mixed: dict[bool, dict] = {}
     floor = None
-    try:
+    with pipeline_stack(args.data_dir) as (ctx, manager):
         for fanout in (True, False):  # one worker set per (latency, fan-out); every mode runs on it
             for latency in latencies:
                 for mode in modes:
@@ -188,9 +202,6 @@ def main() -> None:
             from bench.hop_floor import measure
 
             floor = measure(ctx)
-    finally:
-        manager.stop()
-        stop_embedded(settings)
     rows = [_row(mode, latency, grid[mode, latency, True], grid[mode, latency, False]) for latency in latencies for mode in modes]
     head = next(r for r in rows if (r["mode"], r["latency_s"]) == HEADLINE)
     hops = [h for (_, _, fanout), run in grid.items() if fanout for h in run["hops_ms"]]

@@ -1,8 +1,9 @@
 """Reconciling quiet jobs with what the broker and the workers actually hold.
 
 A job waits on task ids: its in-flight calls, or its first step. When it has not moved for `BODY_GRACE_S`, each id it
-waits on is finished (its output stored, or its task returned: `finished_calls`), queued (in a queue's list), held by a live worker (running,
-prefetched, or waiting for its retry countdown: asked by one broadcast), or none of these, which means lost:
+waits on is finished (its output stored, or its task returned: `finished_calls`), queued (in a queue's list), held by
+a live worker (running, prefetched, or waiting for its retry countdown: asked by one broadcast), or none of these,
+which means lost:
 - a broker crash lost it (written after the last append-only fsync),
 - a worker's connection to the broker dropped with messages prefetched (Redis hands them out again only after the
   visibility timeout, ten minutes),
@@ -50,8 +51,20 @@ def finished_calls(job: jobstore.JobRow) -> Callable[[TaskCall], bool]:
     was down), Celery failed it for a failed chord part before it ran, or a hard time limit killed it. It is sent
     again. A Redis that crashed can have lost a SUCCESS, never a stored output."""
     it = job.state.iteration
-    stored = set(jobstore.get_outputs(context().pool, job.id, f"{it}:"))
+    stored = jobstore.output_keys(context().pool, job.id, f"{it}:")
     return lambda c: str(c.output_key(it)) in stored or app.AsyncResult(call_task_id(c, job.id, it)).state == "SUCCESS"
+
+
+def _first_unfinished_wave(job: jobstore.JobRow) -> tuple[int, list[list[list[TaskCall]]], list[TaskCall]]:
+    """The job's waves, the index of the first with an unfinished call (len(waves) when every call finished), and that
+    wave's unfinished calls that are sent: each chain's first unfinished link."""
+    finished = finished_calls(job)
+    waves = call_waves(job.state.inflight)
+    for n, chains in enumerate(waves):
+        firsts = [c for c in (next((c for c in links if not finished(c)), None) for links in chains) if c is not None]
+        if firsts:
+            return n, waves, firsts
+    return len(waves), waves, []
 
 
 def unfinished_ids(job: jobstore.JobRow) -> list[str]:
@@ -60,13 +73,8 @@ def unfinished_ids(job: jobstore.JobRow) -> list[str]:
     if job.step == "start":
         task_id = start_task_id(job.id)
         return [] if app.AsyncResult(task_id).state in FINISHED else [task_id]
-    finished, it = finished_calls(job), job.state.iteration
-    for chains in call_waves(job.state.inflight):
-        firsts = (next((c for c in links if not finished(c)), None) for links in chains)
-        unfinished = [call_task_id(c, job.id, it) for c in firsts if c is not None]
-        if unfinished:
-            return unfinished
-    return []
+    _, _, firsts = _first_unfinished_wave(job)
+    return [call_task_id(c, job.id, job.state.iteration) for c in firsts]
 
 
 def unsent_calls(job: jobstore.JobRow) -> list[TaskCall]:
@@ -74,12 +82,8 @@ def unsent_calls(job: jobstore.JobRow) -> list[TaskCall]:
     The waves before it finished and stored their outputs; sent again, their chord would not fire its body a second
     time (the backend counted each of their task ids once already), so the wave after them is sent itself. A one-wave
     step is re-sent whole, as before there were waves."""
-    finished = finished_calls(job)
-    waves = call_waves(job.state.inflight)
-    for n, chains in enumerate(waves):
-        if not all(finished(c) for links in chains for c in links):
-            return [c for later in waves[n:] for links in later for c in links]
-    return []
+    n, waves, _ = _first_unfinished_wave(job)
+    return [c for later in waves[n:] for links in later for c in links]
 
 
 def queued_ids(redis) -> set[str]:
@@ -124,6 +128,9 @@ def reconcile_quiet_jobs() -> list[str]:
         # every call finished and the job stood still: its step's body is what it waits on (queued behind a busy
         # coordinator queue, or lost)
         body = [] if unfinished or job.step == "start" else [advance_task_id(job.id, job.step, job.state.inflight)]
+        waited = body or unfinished
+        if not waited:
+            continue  # a first step that ran: the job moves on its own
         if held is None:  # one broadcast and one scan per run, only when some job waits on something
             try:
                 held = (queued_ids(ctx.redis) | worker_held_ids(expected=len(liveness.beating_workers(ctx.redis)))
@@ -131,7 +138,7 @@ def reconcile_quiet_jobs() -> list[str]:
             except app.connection_for_read().connection_errors:
                 renew_broker_connections()  # the broker restarted under a pooled connection: look again next run
                 return acted
-        lost = [i for i in body or unfinished if i not in held]
+        lost = [i for i in waited if i not in held]
         if not lost:
             continue  # waiting its turn
         log.warning("job %s at %s lost %s; re-sending %s", job.id, job.step, ", ".join(lost),

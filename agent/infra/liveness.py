@@ -37,8 +37,11 @@ return 0
 """
 
 
+_HEARTBEAT_PREFIX, _HEARTBEAT_SUFFIX = "finagent:worker:", ":alive"
+
+
 def heartbeat_key(node: str) -> str:
-    return f"finagent:worker:{node}:alive"
+    return f"{_HEARTBEAT_PREFIX}{node}{_HEARTBEAT_SUFFIX}"
 
 
 def beat(redis, node: str, ttl_s: int = HEARTBEAT_TTL_S) -> None:
@@ -77,11 +80,10 @@ def orphans(redis) -> dict[str, str]:
 def beating_workers(redis) -> set[str]:
     """The node names of the workers whose heartbeat is live, each once however often it was restarted: how many
     replies a broadcast to the workers can expect."""
-    prefix, suffix = heartbeat_key(""), ":alive"
     names = set()
     for key in redis.scan_iter(match=heartbeat_key("*"), count=1000):
-        key = key.decode() if isinstance(key, bytes) else key
-        names.add(key[len(prefix) - len(suffix):-len(suffix)].rsplit("#", 1)[0])
+        node = (key.decode() if isinstance(key, bytes) else key).removeprefix(_HEARTBEAT_PREFIX).removesuffix(_HEARTBEAT_SUFFIX)
+        names.add(node.rsplit("#", 1)[0])  # `name@host#pid`: one incarnation of the node (workers/signals.py)
     return names
 
 

@@ -262,6 +262,13 @@ def get_outputs(pool, job_id: str, prefix: str) -> dict[str, dict]:
     return {r["step_key"]: r["payload"] for r in rows}
 
 
+def output_keys(pool, job_id: str, prefix: str) -> set[str]:
+    """The keys of the outputs stored under `prefix`, without their payloads (which calls have finished)."""
+    with reading(pool) as conn:
+        rows = conn.execute("SELECT step_key FROM job_step_outputs WHERE job_id=%s AND step_key LIKE %s", (job_id, prefix + "%")).fetchall()
+    return {r["step_key"] for r in rows}
+
+
 def statuses(pool, job_ids: list[str]) -> dict[str, str]:
     with pool.connection() as conn:
         rows = conn.execute("SELECT id, status FROM research_jobs WHERE id = ANY(%s::uuid[])", (job_ids,)).fetchall()

@@ -26,7 +26,7 @@ def stored(monkeypatch) -> set[str]:
     """The output keys the job's rows hold (job_step_outputs)."""
     keys: set[str] = set()
     monkeypatch.setattr(reconcile, "context", lambda: SimpleNamespace(pool=None))
-    monkeypatch.setattr(reconcile.jobstore, "get_outputs", lambda pool, job_id, prefix: {k: {} for k in keys if k.startswith(prefix)})
+    monkeypatch.setattr(reconcile.jobstore, "output_keys", lambda pool, job_id, prefix: {k for k in keys if k.startswith(prefix)})
     return keys
 
 
@@ -164,7 +164,7 @@ def test_a_finished_fan_outs_body_is_sent_again_only_when_nothing_holds_it(state
     monkeypatch.setattr(reconcile.jobstore, "quiet_jobs", lambda pool, grace: [JOB])
     monkeypatch.setattr(reconcile.jobstore, "load_job", lambda pool, job_id: job)
     monkeypatch.setattr(reconcile.jobstore, "touch", lambda pool, job_id: None)
-    monkeypatch.setattr(reconcile.jobstore, "get_outputs", lambda pool, job_id, prefix: {"1:extract:ACME:2025_q1": {}})
+    monkeypatch.setattr(reconcile.jobstore, "output_keys", lambda pool, job_id, prefix: {"1:extract:ACME:2025_q1"})
     monkeypatch.setattr(reconcile, "queued_ids", lambda redis: held)
     monkeypatch.setattr(reconcile, "worker_held_ids", lambda expected=None: set())
     monkeypatch.setattr(reconcile, "live_claims", lambda redis: set())
