@@ -36,6 +36,11 @@ class JobTask(Task):
     # no STARTED state in the result backend: one Redis round trip less before every call, on the critical path.
     # Nothing reads it (recovery asks whether a task finished; Flower follows the task-started event)
     track_started = False
+    # nor its result: every call stores its outcome in Postgres (a FailedOutput when it fails for good), which is what
+    # recovery asks (tasks/reconcile.py). Two Redis round trips less as each call ends (Celery reads the key before it
+    # writes it), on the path to the chord's body, and no result key per call kept for a day. A chord still counts
+    # each part: the backend records a part's return in the chord's own keys.
+    ignore_result = True
 
     def run_call(self, job_id: str, iteration: int, call: Any, work: Callable[[Context, str, int, Any], Any]) -> Any:
         """Run `work(ctx, job_id, iteration, call)`; retry transient errors with exponential backoff and

@@ -1,7 +1,7 @@
 """Reconciling quiet jobs with what the broker and the workers actually hold.
 
 A job waits on task ids: its in-flight calls, or its first step. When it has not moved for `BODY_GRACE_S`, each id it
-waits on is finished (its output stored, or its task returned: `finished_calls`), queued (in a queue's list), held by
+waits on is finished (its output stored: `finished_calls`), queued (in a queue's list), held by
 a live worker (running, prefetched, or waiting for its retry countdown: asked by one broadcast), or none of these,
 which means lost:
 - a broker crash lost it (written after the last append-only fsync),
@@ -45,14 +45,14 @@ def waited_waves(job: jobstore.JobRow) -> list[list[list[str]]]:
 
 
 def finished_calls(job: jobstore.JobRow) -> Callable[[TaskCall], bool]:
-    """Whether one of the job's in-flight calls has finished. A call finishes by storing its output (a FailedOutput
-    when it failed for good) or, for a search (whose evidence rows are its output), by returning: SUCCESS in the
-    backend. A FAILURE there is a call that never recorded an outcome: its retry could not be published (the broker
-    was down), Celery failed it for a failed chord part before it ran, or a hard time limit killed it. It is sent
-    again. A Redis that crashed can have lost a SUCCESS, never a stored output."""
+    """Whether one of the job's in-flight calls has finished: every call stores its output as it ends (a FailedOutput
+    when it failed for good), in the transaction of its ledger row. Its task's result is not kept (tasks/base.py), so
+    a call Celery failed before it recorded an outcome (its retry could not be published while the broker was down, a
+    failed chord part failed the body before it ran, a hard time limit killed it) is not finished, and is sent again.
+    A Redis that crashes loses no stored output."""
     it = job.state.iteration
     stored = jobstore.output_keys(context().pool, job.id, f"{it}:")
-    return lambda c: str(c.output_key(it)) in stored or app.AsyncResult(call_task_id(c, job.id, it)).state == "SUCCESS"
+    return lambda c: str(c.output_key(it)) in stored
 
 
 def _first_unfinished_wave(job: jobstore.JobRow) -> tuple[int, list[list[list[TaskCall]]], list[TaskCall]]:

@@ -140,6 +140,13 @@ class TenKPlanOutput(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+class SearchOutput(BaseModel):
+    """A transcript search's outcome: its passages are the job's evidence rows; this says it ran, and how many it added."""
+
+    added: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
 class TenKRetrieveOutput(BaseModel):
     added: int = 0
     usage: Usage = Field(default_factory=Usage)
@@ -171,13 +178,13 @@ class FailedOutput(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
-# A successful transcript search stores evidence rows only, so `search` has no payload model.
+# Every call stores an output when it ends (its task's result is not kept: tasks/base.py)
 OUTPUT_MODELS: dict[Stage, type[BaseModel]] = {
-    Stage.plan: PlanOutput, Stage.news: NewsOutput, Stage.extract: ExtractOutput, Stage.compose: ComposeOutput,
+    Stage.plan: PlanOutput, Stage.search: SearchOutput, Stage.news: NewsOutput, Stage.extract: ExtractOutput, Stage.compose: ComposeOutput,
     Stage.evaluate: EvaluateOutput, Stage.tenk_plan: TenKPlanOutput, Stage.tenk_retrieve: TenKRetrieveOutput,
     Stage.tenk_answer: TenKAnswerOutput, Stage.tenk_evaluate: TenKEvaluateOutput,
 }
-StepOutput = Union[PlanOutput, NewsOutput, ExtractOutput, ComposeOutput, EvaluateOutput, TenKPlanOutput,
+StepOutput = Union[PlanOutput, SearchOutput, NewsOutput, ExtractOutput, ComposeOutput, EvaluateOutput, TenKPlanOutput,
                    TenKRetrieveOutput, TenKAnswerOutput, TenKEvaluateOutput, FailedOutput]
 
 

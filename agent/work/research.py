@@ -26,6 +26,7 @@ from agent.models.steps import (
     PlanCall,
     PlanOutput,
     SearchCall,
+    SearchOutput,
     Stage,
     StepOutputs,
 )
@@ -52,9 +53,11 @@ def do_plan(ctx: Context, job_id: str, iteration: int, call: PlanCall) -> None:
 
 
 def do_search(ctx: Context, job_id: str, iteration: int, call: SearchCall) -> int:
-    with record_call(ctx.pool, job_id, str(call.output_key(iteration)), "transcript_search", call.spec.model_dump()) as rec:
+    key = call.output_key(iteration)
+    with record_call(ctx.pool, job_id, str(key), "transcript_search", call.spec.model_dump()) as rec:
         added = run_search_spec(ctx, job_id, iteration, call.spec, ctx.settings.top_k_per_quarter)
         rec.result_size = added
+        rec.store_with(jobstore.output_writer(job_id, key, SearchOutput(added=added)))
     return added
 
 

@@ -47,13 +47,13 @@ def test_a_job_waits_on_each_chains_first_unfinished_link(states, stored):
     assert reconcile.unfinished_ids(job) == [
         f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:answer:BETA", f"{JOB}:1:extract:ACME:2025_q1"]
 
-    states |= {f"{JOB}:1:tenk1:answer:ACME": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "SUCCESS",
-               f"{JOB}:1:tenk1:answer:BETA": "RETRY"}
+    stored |= {"1:tenk1:answer:ACME", "1:extract:ACME:2025_q1"}
+    states[f"{JOB}:1:tenk1:answer:BETA"] = "RETRY"  # waiting for its retry: not finished
     assert reconcile.unfinished_ids(job) == [
         f"{JOB}:1:tenk1:evaluate:ACME", f"{JOB}:1:tenk1:answer:BETA"]
 
-    states |= {f"{JOB}:1:tenk1:evaluate:ACME": "SUCCESS", f"{JOB}:1:tenk1:answer:BETA": "SUCCESS"}
-    stored.add("1:tenk1:evaluate:BETA")  # a call that failed for good stored a FailedOutput; its task returned
+    stored |= {"1:tenk1:evaluate:ACME", "1:tenk1:answer:BETA"}
+    stored.add("1:tenk1:evaluate:BETA")  # a call that failed for good stored a FailedOutput
     assert reconcile.unfinished_ids(job) == []  # all in: a quiet job then lost its chord body
 
 
@@ -69,14 +69,13 @@ def test_an_answer_round_waits_on_its_extractions_then_its_compose_then_its_eval
     extracts = [f"{JOB}:1:extract:ACME:2024_q4", f"{JOB}:1:extract:ACME:2025_q1"]
     evaluations = [f"{JOB}:1:evaluate:ACME:2024_q4", f"{JOB}:1:evaluate:ACME:2025_q1"]
     assert reconcile.waited_waves(job) == [[[i] for i in extracts], [[f"{JOB}:1:compose"]], [[i] for i in evaluations]]
-    states[extracts[0]] = "SUCCESS"
+    stored.add("1:extract:ACME:2024_q4")
     assert reconcile.unfinished_ids(job) == [extracts[1]]
-    stored.add("1:extract:ACME:2025_q1")  # its output stored, whatever the backend says
+    stored.add("1:extract:ACME:2025_q1")
     assert reconcile.unfinished_ids(job) == [f"{JOB}:1:compose"]
-    states[f"{JOB}:1:compose"] = "SUCCESS"
-    states[evaluations[1]] = "SUCCESS"
+    stored |= {"1:compose", "1:evaluate:ACME:2025_q1"}
     assert reconcile.unfinished_ids(job) == [evaluations[0]]
-    states[evaluations[0]] = "SUCCESS"
+    stored.add("1:evaluate:ACME:2024_q4")
     assert reconcile.unfinished_ids(job) == []
 
 
@@ -91,50 +90,51 @@ def test_re_sending_an_answer_round_starts_at_its_first_unfinished_wave(states, 
     state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
     job = SimpleNamespace(id=JOB, step="1:extract", state=state)
     assert reconcile.unsent_calls(job) == calls  # the first wave unfinished: the whole round
-    states |= {f"{JOB}:1:extract:ACME:2024_q4": "SUCCESS", f"{JOB}:1:extract:ACME:2025_q1": "SUCCESS"}
+    stored |= {"1:extract:ACME:2024_q4", "1:extract:ACME:2025_q1"}
     assert reconcile.unsent_calls(job) == calls[2:]
     whole = fan_out_canvas(JOB, job.step, calls, 1, batch=False)
     rest = fan_out_canvas(JOB, job.step, calls[2:], 1, batch=False)
     assert rest.tasks[0].options["task_id"] == f"{JOB}:1:compose"
     assert rest.tasks[1].options["task_id"] == whole.body.tasks[1].options["task_id"] == f"{JOB}:1:fanout:extract:evaluate"
-    states |= {f"{JOB}:1:compose": "SUCCESS", f"{JOB}:1:evaluate:ACME:2024_q4": "SUCCESS"}
+    stored |= {"1:compose", "1:evaluate:ACME:2024_q4"}
     assert reconcile.unsent_calls(job) == calls[3:]  # a wave is re-sent whole
-    states[f"{JOB}:1:evaluate:ACME:2025_q1"] = "SUCCESS"
+    stored.add("1:evaluate:ACME:2025_q1")
     assert reconcile.unsent_calls(job) == []  # all in: only the step's body can have been lost
 
 
-def test_a_stored_output_is_a_finished_call_when_the_backend_lost_its_result(states, stored):
-    """After a Redis crash the result backend may have forgotten calls whose outputs Postgres holds: those calls are
-    not sent again, and the re-send starts after them."""
+def test_a_stored_output_is_a_finished_call(states, stored):
+    """Calls whose outputs Postgres holds are not sent again (a Redis crash loses none of them), and the re-send starts
+    after them."""
     from agent.models.steps import ComposeCall, EvaluateCall
 
     calls = [ExtractCall(scope="ACME:2025_q1"), ComposeCall(), EvaluateCall(scope="ACME:2025_q1")]
     state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
     job = SimpleNamespace(id=JOB, step="1:extract", state=state)
     assert reconcile.unsent_calls(job) == calls  # nothing known finished
-    stored |= {"1:extract:ACME:2025_q1", "1:compose"}  # the backend knows nothing of them
+    stored |= {"1:extract:ACME:2025_q1", "1:compose"}
     assert reconcile.unsent_calls(job) == calls[2:]
 
 
-def test_a_call_failed_by_celery_before_it_recorded_an_outcome_is_sent_again(states, stored):
-    """A FAILURE in the backend with no stored output is a call that never recorded what happened: its retry could
-    not be published while the broker was down, or Celery failed the chord's body for a failed part before it ran.
-    Taking it for finished would send the evaluations with no answer to read (the job would fail); it is sent again."""
+def test_a_call_that_recorded_no_outcome_is_sent_again_whatever_the_backend_says(states, stored):
+    """Calls keep no result in the backend (tasks/base.py); a state there (Celery's FAILURE for a retry it could not
+    publish while the broker was down, or for a chord body failed for a failed part) is not an outcome. Taking it for
+    finished would send the evaluations with no answer to read (the job would fail); the call is sent again."""
     from agent.models.steps import ComposeCall, EvaluateCall
 
     calls = [ExtractCall(scope="ACME:2025_q1"), ComposeCall(), EvaluateCall(scope="ACME:2025_q1")]
     state = JobState(request=JobRequest(question="How did revenue change?"), iteration=1, inflight=calls)
     job = SimpleNamespace(id=JOB, step="1:extract", state=state)
     stored.add("1:extract:ACME:2025_q1")
-    states |= {f"{JOB}:1:extract:ACME:2025_q1": "FAILURE", f"{JOB}:1:compose": "FAILURE"}
+    states |= {f"{JOB}:1:extract:ACME:2025_q1": "FAILURE", f"{JOB}:1:compose": "FAILURE",
+               f"{JOB}:1:evaluate:ACME:2025_q1": "SUCCESS"}
     assert reconcile.unfinished_ids(job) == [f"{JOB}:1:compose"]
     assert reconcile.unsent_calls(job) == calls[1:]
     stored.add("1:compose")
     assert reconcile.unfinished_ids(job) == [f"{JOB}:1:evaluate:ACME:2025_q1"]
 
 
-def test_a_search_finishes_by_returning(states, stored):
-    """A search stores evidence rows, not an output (unless it failed for good): its SUCCESS is what says it ended."""
+def test_a_search_finishes_by_storing_its_output(states, stored):
+    """A search's passages are evidence rows; its output (how many it added) is what says it ended."""
     from agent.models.steps import SearchCall
 
     calls = [SearchCall.model_validate({"n": 0, "spec": {"ticker": "ACME", "period": "2025_q1", "query": "revenue"}})]
@@ -142,9 +142,9 @@ def test_a_search_finishes_by_returning(states, stored):
     job = SimpleNamespace(id=JOB, step="1:search", state=state)
     task_id = reconcile.call_task_id(calls[0], JOB, 1)
     assert reconcile.unfinished_ids(job) == [task_id]
-    states[task_id] = "FAILURE"
-    assert reconcile.unfinished_ids(job) == [task_id]
     states[task_id] = "SUCCESS"
+    assert reconcile.unfinished_ids(job) == [task_id]
+    stored.add(str(calls[0].output_key(1)))
     assert reconcile.unfinished_ids(job) == [] and reconcile.unsent_calls(job) == []
 
 
