@@ -180,12 +180,12 @@ class FailedOutput(BaseModel):
 
 # Every call stores an output when it ends (its task's result is not kept: tasks/base.py)
 OUTPUT_MODELS: dict[Stage, type[BaseModel]] = {
-    Stage.plan: PlanOutput, Stage.search: SearchOutput, Stage.news: NewsOutput, Stage.extract: ExtractOutput, Stage.compose: ComposeOutput,
-    Stage.evaluate: EvaluateOutput, Stage.tenk_plan: TenKPlanOutput, Stage.tenk_retrieve: TenKRetrieveOutput,
-    Stage.tenk_answer: TenKAnswerOutput, Stage.tenk_evaluate: TenKEvaluateOutput,
+    Stage.plan: PlanOutput, Stage.search: SearchOutput, Stage.news: NewsOutput, Stage.extract: ExtractOutput,
+    Stage.compose: ComposeOutput, Stage.evaluate: EvaluateOutput, Stage.tenk_plan: TenKPlanOutput,
+    Stage.tenk_retrieve: TenKRetrieveOutput, Stage.tenk_answer: TenKAnswerOutput, Stage.tenk_evaluate: TenKEvaluateOutput,
 }
-StepOutput = Union[PlanOutput, SearchOutput, NewsOutput, ExtractOutput, ComposeOutput, EvaluateOutput, TenKPlanOutput,
-                   TenKRetrieveOutput, TenKAnswerOutput, TenKEvaluateOutput, FailedOutput]
+StepOutput = Union[PlanOutput, SearchOutput, NewsOutput, ExtractOutput, ComposeOutput, EvaluateOutput,
+                   TenKPlanOutput, TenKRetrieveOutput, TenKAnswerOutput, TenKEvaluateOutput, FailedOutput]
 
 
 def parse_output(key: StepKey, raw: dict[str, Any]) -> StepOutput:

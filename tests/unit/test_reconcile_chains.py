@@ -175,3 +175,11 @@ def test_a_finished_fan_outs_body_is_sent_again_only_when_nothing_holds_it(state
     assert reconcile.reconcile_quiet_jobs() == [] and resent == []  # queued: it will arrive
     held.clear()
     assert reconcile.reconcile_quiet_jobs() == [JOB] and resent == [JOB]  # nowhere: lost, sent again
+
+
+def test_a_stored_search_output_reads_back_as_one():
+    from agent.models.steps import FailedOutput, SearchOutput, StepKey, parse_output
+
+    key = StepKey.parse("1:search:0")
+    assert parse_output(key, {"added": 4}) == SearchOutput(added=4)
+    assert isinstance(parse_output(key, {"error": "TimeoutError: search", "error_class": "network"}), FailedOutput)
