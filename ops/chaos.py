@@ -178,7 +178,9 @@ class ProgressWatch:
 
 
 def diagnose(ctx: Context, job_ids: list[str]) -> list[str]:
-    """One line per unfinished job: its step and the state of each task it waits on (for a failing run's message)."""
+    """One line per unfinished job: its step and the state of each task it waits on (for a failing run's message): a
+    call that ended is `stored` (calls keep no Celery result: its backend state would read PENDING), the first step
+    has its backend state."""
     from agent.persistence import jobstore
     from tasks.reconcile import queued_ids, waited_ids, worker_held_ids
     from workers.app import app
@@ -193,8 +195,10 @@ def diagnose(ctx: Context, job_ids: list[str]) -> list[str]:
         job = jobstore.load_job(ctx.pool, job_id)
         if job is None or job.status in FINAL_STATUSES:
             continue
-        states = [f"{i.split(':', 1)[1]}={app.AsyncResult(i).state}{'/queued' if i in queued else ''}{'/held' if i in held else ''}"
-                  for i in waited_ids(job)]
+        stored = jobstore.output_keys(ctx.pool, job_id, "")
+        states = [f"{key}={'stored' if key in stored else app.AsyncResult(i).state}"
+                  f"{'/queued' if i in queued else ''}{'/held' if i in held else ''}"
+                  for i in waited_ids(job) for key in [i.split(':', 1)[1]]]
         lines.append(f"{job_id} {job.status} at {job.step} (updated {job.updated_at}): {' '.join(states)}")
     return lines
 
