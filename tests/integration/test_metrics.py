@@ -37,8 +37,10 @@ def test_a_scrape_shows_what_the_worker_processes_recorded(ctx, sample_corpus, w
     job, events = run_job(ctx, question="What was NVDA's revenue last quarter and what drove it?")
     assert job.status == "completed"
     mode = job.result.mode or "none"
-    # the worker records the job's end and counts the last events just after it publishes them: wait for that
+    # the worker records the job's end and counts the last events just after it publishes them, and a step's
+    # duration only once the step has returned: wait for all of that
     by_workers = [e for e in events if e.data.get("status") != "queued"]  # "queued": the submitting process
+    steps = job.result.iterations * 2 + 2  # start, plan, then per iteration a search and an answer round
     deadline = time.monotonic() + 10
     after = scrape(ctx)
 
@@ -46,7 +48,9 @@ def test_a_scrape_shows_what_the_worker_processes_recorded(ctx, sample_corpus, w
         return total(after, name, **labels) - total(before, name, **labels)
 
     while time.monotonic() < deadline and not (grew("finagent_job_latency_seconds_count", mode=mode) >= 1
-                                               and grew("finagent_events_published_total") >= len(by_workers)):
+                                               and grew("finagent_events_published_total") >= len(by_workers)
+                                               and grew("finagent_task_duration_seconds_count",
+                                                        task="tasks.coordinator.advance") >= steps):
         time.sleep(0.2)
         after = scrape(ctx)
 
@@ -58,7 +62,6 @@ def test_a_scrape_shows_what_the_worker_processes_recorded(ctx, sample_corpus, w
     for task in ("tasks.coordinator.advance", "tasks.llm.plan", "tasks.search.search_quarter", "tasks.llm.compose"):
         assert grew("finagent_task_duration_seconds_count", task=task, outcome="success") >= 1, task
         assert grew("finagent_task_duration_seconds_sum", task=task, outcome="success") > 0, task
-    steps = job.result.iterations * 2 + 2  # start, plan, then per iteration a search and an answer round
     assert grew("finagent_task_duration_seconds_count", task="tasks.coordinator.advance") >= steps
 
     # events published by the coordinator worker: every one the job's stream holds but "queued", which the
