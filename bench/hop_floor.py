@@ -7,10 +7,14 @@ chord: no coordinator step, no database.
 hop = the next stage's first leaf start - the previous stage's last leaf end, as bench/pipeline.py measures it from
 the tool ledger. `bench/pipeline.py` runs this on its own stack after its grid, so the two hops are side by side.
 
-    python bench/hop_floor.py [--json]      (a stack of its own; prints the figures)
+    python bench/hop_floor.py [--leaf-s 0.3] [--json]      (a stack of its own; prints the figures)
+
+`--leaf-s` is how long each leaf sleeps: how long the machine idles between hops (bench/wakeups.py shows why that
+moves the hop on a virtual machine).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -61,7 +65,8 @@ def _hops(rows: list[list], stages: int) -> list[float]:
     return [(starts[s + 1] - ends[s]) * 1000 for s in range(1, stages)]
 
 
-def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: float = 60) -> dict:
+def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: float = 60, leaf_s: float = LEAF_S
+            ) -> dict:
     """Start a body-queue and a leaf-queue worker process (as the coordinator and llm workers run, with their
     environment), time `runs` chains of `stages` chords of `width` leaves, stop the workers. `ctx`: the running stack."""
     from ops.stack import StackURLs
@@ -84,7 +89,7 @@ def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: floa
         wait_ready(urls, [f"{n}@" for n in nodes.values()], 60)
         for i in range(runs + 1):  # the first run warms the workers up and is not counted
             run = f"{os.getpid()}-{width}-{i}"
-            body.si(run, 0, stages, width, LEAF_S).set(queue=BODY_QUEUE).apply_async()
+            body.si(run, 0, stages, width, leaf_s).set(queue=BODY_QUEUE).apply_async()
             key, deadline = f"finagent:bench:hop:{run}", time.monotonic() + timeout_s
             while True:
                 rows = [json.loads(x) for x in ctx.redis.lrange(key, 0, -1)]
@@ -102,12 +107,17 @@ def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: floa
         for p in procs:
             p.wait(30)
     ordered = sorted(hops)
-    return {"width": width, "hops": len(hops), "hop_ms": round(statistics.median(hops), 1),
+    return {"width": width, "leaf_s": leaf_s, "hops": len(hops), "hop_ms": round(statistics.median(hops), 1),
             "hop_ms_p90": round(ordered[int(0.9 * (len(ordered) - 1))], 1)}
 
 
 def main() -> None:
     from bench.common import fresh_env
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--leaf-s", type=float, default=LEAF_S, help="seconds each leaf sleeps (the LLM call)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
 
     fresh_env(None, embedding_provider="hash", llm_provider="extractive")
     from agent.settings import get_settings
@@ -117,11 +127,12 @@ def main() -> None:
     settings = get_settings()
     ctx = bootstrap(settings)
     try:
-        result = measure(ctx)
+        result = measure(ctx, leaf_s=args.leaf_s)
     finally:
         stop_embedded(settings)
-    print(json.dumps(result) if "--json" in sys.argv else
-          f"Celery's own hop (chords of {result['width']}): median {result['hop_ms']} ms, p90 {result['hop_ms_p90']} ms")
+    print(json.dumps(result) if args.json else
+          f"Celery's own hop (chords of {result['width']}, leaves of {args.leaf_s} s): "
+          f"median {result['hop_ms']} ms, p90 {result['hop_ms_p90']} ms")
 
 
 if __name__ == "__main__":
