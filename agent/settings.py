@@ -177,6 +177,12 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = 600
     stalled_job_after_s: int = 900
 
+    # local workers (ops/workers.py): the coordinator and llm processes each keep their threads on one CPU of their
+    # own (workers/affinity.py); false leaves every process to the scheduler. Containers are never pinned.
+    worker_cpu_pinning: bool = True
+    # set by the local launcher for each process it pins; not an operator's setting
+    worker_cpu: int | None = Field(None, ge=0)
+
     # events
     event_stream_maxlen: int = 1000
 

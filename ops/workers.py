@@ -16,9 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from agent.settings import Settings, get_settings
+from agent.settings import Settings, env_var, get_settings
 from ops.stack import StackURLs
-from workers.topology import WORKERS, WorkerSpec, worker_argv
+from workers.topology import WORKERS, WorkerSpec, worker_argv, worker_cpu
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,12 @@ def _read(settings: Settings, spec: WorkerSpec) -> dict | None:
 
 def worker_env(urls: StackURLs, metrics_dir: Path, spec: WorkerSpec | None = None) -> dict[str, str]:
     """A worker process's environment: this one's, with `spec`'s pool defaults underneath (workers/topology.py)."""
-    env = (spec.env_defaults(get_settings()) if spec else {}) | dict(os.environ)
+    settings = get_settings()
+    env = (spec.env_defaults(settings) if spec else {}) | dict(os.environ)
+    env.pop(env_var("worker_cpu"), None)  # this process's own, if it is a pinned worker: never passed on
+    cpu = worker_cpu(spec, sorted(os.sched_getaffinity(0))) if spec and settings.worker_cpu_pinning else None
+    if cpu is not None:
+        env[env_var("worker_cpu")] = str(cpu)
     env["FINAGENT_DATABASE_URL"] = urls.database_url
     env["FINAGENT_REDIS_URL"] = urls.redis_url
     # prometheus-client reads it when first imported; the settings' directory wins over one this process inherited

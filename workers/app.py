@@ -15,7 +15,7 @@ from agent.context import Context
 from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.settings import get_settings
 from ops.stack import celery_broker_url, resolve_services
-from workers import signals  # noqa: F401  (metrics: task timings, worker shutdown, scrape targets)
+from workers import affinity, signals  # noqa: F401  (one CPU for some pools; metrics: task timings, shutdown, scrape targets)
 from workers.batching import BatchingCelery
 from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 

@@ -20,6 +20,7 @@ from workers.topology import (
     Queue,
     queue_for,
     worker_argv,
+    worker_cpu,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,3 +98,34 @@ def test_the_batch_pool_holds_half_its_threads_in_llm_calls_unless_the_operator_
     assert [w.name for w in WORKERS if w.env_defaults(Settings(_env_file=None))] == ["batch"]
     monkeypatch.setenv("FINAGENT_LLM_MAX_IN_FLIGHT", "3")
     assert batch.env_defaults(Settings(_env_file=None)) == {}
+
+
+def test_the_coordinator_and_llm_pools_each_get_a_cpu_of_their_own_and_no_other_pool_does():
+    by_name = {w.name: w for w in WORKERS}
+    assert {n: worker_cpu(w, [0, 1]) for n, w in by_name.items()} == {"coordinator": 0, "search": None, "llm": 1,
+                                                                       "batch": None}
+    assert {n: worker_cpu(w, [5, 3, 9]) for n, w in by_name.items() if w.own_cpu} == {"coordinator": 3, "llm": 5}
+    assert all(worker_cpu(w, [0]) is None for w in WORKERS)  # one CPU: nothing to keep apart
+    assert {n: worker_cpu(w, [7, 7 + 1]) for n, w in by_name.items() if w.own_cpu} == {"coordinator": 7, "llm": 8}
+
+
+def test_the_local_launcher_passes_each_pinned_pool_its_cpu_unless_pinning_is_off(monkeypatch):
+    import ops.workers as launcher
+    from agent.settings import get_settings
+    from ops.stack import StackURLs
+
+    urls = StackURLs(database_url="postgresql://x/y", redis_url="redis://x:1/0")
+    by_name = {w.name: w for w in WORKERS}
+    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setenv("FINAGENT_WORKER_CPU", "1")  # the launcher's own (say, run from a pinned worker): not inherited
+    monkeypatch.delenv("FINAGENT_WORKER_CPU_PINNING", raising=False)
+    get_settings.cache_clear()
+    try:
+        envs = {n: launcher.worker_env(urls, Path("/tmp/m"), w) for n, w in by_name.items()}
+        assert {n: e.get("FINAGENT_WORKER_CPU") for n, e in envs.items()} == {"coordinator": "0", "search": None,
+                                                                            "llm": "1", "batch": None}
+        monkeypatch.setenv("FINAGENT_WORKER_CPU_PINNING", "false")
+        get_settings.cache_clear()
+        assert all("FINAGENT_WORKER_CPU" not in launcher.worker_env(urls, Path("/tmp/m"), w) for w in WORKERS)
+    finally:
+        get_settings.cache_clear()
