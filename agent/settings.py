@@ -177,8 +177,9 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = 600
     stalled_job_after_s: int = 900
 
-    # local workers (ops/workers.py): the coordinator and llm processes each keep their threads on one CPU of their
-    # own (workers/affinity.py); false leaves every process to the scheduler. Containers are never pinned.
+    # local workers (ops/workers.py): the coordinator process keeps its threads on one CPU and the search and llm
+    # processes theirs on another (workers/affinity.py); false leaves every process to the scheduler. Containers are
+    # never pinned.
     worker_cpu_pinning: bool = True
     # set by the local launcher for each process it pins; not an operator's setting
     worker_cpu: int | None = Field(None, ge=0)

@@ -1,11 +1,13 @@
-"""One CPU for a worker process whose threads hand work to each other on the critical path.
+"""One CPU for each worker pool whose hand-offs make a job's critical path: the coordinator's, and the calls' (search
+and llm) on another.
 
-The coordinator's and the llm worker's threads run Python under one GIL: they cannot use two cores at once, but each
-hand-off between them (the consumer thread passing a message to a pool thread, a pool thread taking the GIL from
-another) wakes a thread, and when the scheduler has put that thread on the other CPU, the wake-up is an interrupt to a
-CPU that may be idle. On a virtual machine whose idle vCPUs halt at once, that costs tens of microseconds each
-(`bench/wakeups.py`: 45 µs a round trip across CPUs, 5 on one CPU). Kept on one CPU, those hand-offs stay local; the
-other processes (Redis, Postgres, the search worker's embedding) keep every core.
+Each pool is Python threads under one GIL: a process never uses more than one core at a time, but each hand-off
+between its threads (the consumer passing a message to a pool thread, a thread taking the GIL) wakes a thread, and
+when the scheduler has put that thread on the other CPU, the wake-up is an interrupt to a CPU that may be idle. On a
+virtual machine whose idle vCPUs halt at once, that costs tens of microseconds each (`bench/wakeups.py`: 45 µs a round
+trip across CPUs, 5 on one CPU). The coordinator's step runs on its own CPU, beside the calls it has just sent rather
+than on theirs; a stage's calls hand over to the next stage's on one CPU. Redis, Postgres and the batch pool (the
+ingestion's embedding) keep every core.
 
 The local launcher (`ops/workers.py`), which knows every process it starts, picks each one's CPU and passes it as
 FINAGENT_WORKER_CPU; the worker pins every thread it has when it starts, and the threads it starts later inherit it.

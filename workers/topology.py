@@ -94,9 +94,9 @@ class WorkerSpec(BaseModel, frozen=True):
     # above 1: the pool's processes hold concurrency / this LLM calls in flight (LLM_MAX_IN_FLIGHT), and the spare
     # threads do the work around the calls (evidence reads, output writes, coordinator steps), so no LLM slot idles
     threads_per_llm_slot: int = 1
-    # locally, this process's threads share one CPU of their own (workers/affinity.py): pools of GIL-bound threads
-    # whose hand-offs sit on a job's critical path. Not the search pool: its embedding runs on every core
-    own_cpu: bool = False
+    # locally, this process's threads keep to one CPU (workers/affinity.py), the same for pools of one group: the
+    # coordinator's (0) apart from the calls' (1), the pools whose hand-offs make a job's critical path
+    cpu_group: int | None = None
 
     def env_defaults(self, settings: Settings) -> dict[str, str]:
         """The settings this pool's processes run with unless the operator set them (environment or .env)."""
@@ -108,9 +108,9 @@ class WorkerSpec(BaseModel, frozen=True):
 # One process per queue (a fan-out's CPU work then runs on every core instead of queueing behind one
 # GIL), each with a thread pool: the work is I/O-bound.
 WORKERS: list[WorkerSpec] = [
-    WorkerSpec(name="coordinator", queues=[Queue.coordinator, Queue.public], concurrency=8, beat=True, own_cpu=True),
-    WorkerSpec(name="search", queues=[Queue.search], concurrency=8),
-    WorkerSpec(name="llm", queues=[Queue.llm], concurrency=16, own_cpu=True),
+    WorkerSpec(name="coordinator", queues=[Queue.coordinator, Queue.public], concurrency=8, beat=True, cpu_group=0),
+    WorkerSpec(name="search", queues=[Queue.search], concurrency=8, cpu_group=1),
+    WorkerSpec(name="llm", queues=[Queue.llm], concurrency=16, cpu_group=1),
     # a batch job spends part of its time between LLM calls: 8 threads keep its 4 LLM slots busy
     # (docs/benchmarks.md, batch throughput)
     WorkerSpec(name="batch", queues=[Queue.batch], concurrency=8, threads_per_llm_slot=2),
@@ -118,12 +118,11 @@ WORKERS: list[WorkerSpec] = [
 
 
 def worker_cpu(spec: WorkerSpec, cpus: list[int]) -> int | None:
-    """The CPU the local launcher pins `spec`'s process to: the processes with a CPU of their own take `cpus` in
-    turn, in WORKERS order. None for the others, and with one CPU (nothing to keep apart)."""
-    own = [s.name for s in WORKERS if s.own_cpu]
-    if not spec.own_cpu or spec.name not in own or len(cpus) < 2:
+    """The CPU the local launcher pins `spec`'s process to: its group's, counting `cpus` in order. None for a pool
+    with no group, and with one CPU (nothing to keep apart)."""
+    if spec.cpu_group is None or len(cpus) < 2:
         return None
-    return sorted(cpus)[own.index(spec.name) % len(cpus)]
+    return sorted(cpus)[spec.cpu_group % len(cpus)]
 
 
 def worker_argv(spec: WorkerSpec, node: str) -> list[str]:

@@ -1,6 +1,6 @@
-"""The local workers as the launcher starts them: the coordinator and llm processes keep every thread (the pool's
-included, after a job has run through them) on one CPU each, apart; the search and batch processes keep every CPU.
-With pinning off, no process is pinned."""
+"""The local workers as the launcher starts them: the coordinator keeps every thread (the pool's included, after a
+job has run through it) on one CPU, the search and llm processes on another; the batch process keeps every CPU. With
+pinning off, no process is pinned."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,7 @@ def thread_cpus(pid: int) -> dict[int, set[int]]:
     return {int(t): os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{pid}/task")}
 
 
-def test_the_coordinator_and_llm_threads_each_keep_to_one_cpu_of_their_own(ctx, sample_corpus, workers_with):
+def test_the_coordinator_threads_keep_to_one_cpu_and_the_call_pools_to_another(ctx, sample_corpus, workers_with):
     procs = workers_with()
     job, _ = run_job(ctx, question="What was NVDA's revenue last quarter and what drove it?")
     assert job.status == "completed"
@@ -28,12 +28,13 @@ def test_the_coordinator_and_llm_threads_each_keep_to_one_cpu_of_their_own(ctx, 
         threads = thread_cpus(proc.pid)
         assert len(threads) > 2, spec.name  # the pool's threads are there
         cpus = set().union(*threads.values())
-        if spec.own_cpu:
+        if spec.cpu_group is not None:
             assert len(cpus) == 1 and all(len(c) == 1 for c in threads.values()), (spec.name, threads)
             pinned[spec.name] = cpus.pop()
         else:
             assert all(sorted(c) == every for c in threads.values()), (spec.name, threads)
-    assert set(pinned) == {"coordinator", "llm"} and pinned["coordinator"] != pinned["llm"]
+    assert set(pinned) == {"coordinator", "search", "llm"}
+    assert pinned["search"] == pinned["llm"] != pinned["coordinator"]
 
 
 def test_with_pinning_off_no_worker_is_pinned(ctx, sample_corpus, workers_with):

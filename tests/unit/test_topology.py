@@ -100,13 +100,13 @@ def test_the_batch_pool_holds_half_its_threads_in_llm_calls_unless_the_operator_
     assert batch.env_defaults(Settings(_env_file=None)) == {}
 
 
-def test_the_coordinator_and_llm_pools_each_get_a_cpu_of_their_own_and_no_other_pool_does():
+def test_the_coordinator_keeps_a_cpu_apart_from_the_call_pools_and_the_batch_pool_has_none():
     by_name = {w.name: w for w in WORKERS}
-    assert {n: worker_cpu(w, [0, 1]) for n, w in by_name.items()} == {"coordinator": 0, "search": None, "llm": 1,
+    assert {n: worker_cpu(w, [0, 1]) for n, w in by_name.items()} == {"coordinator": 0, "search": 1, "llm": 1,
                                                                        "batch": None}
-    assert {n: worker_cpu(w, [5, 3, 9]) for n, w in by_name.items() if w.own_cpu} == {"coordinator": 3, "llm": 5}
+    assert {n: worker_cpu(w, [5, 3, 9]) for n, w in by_name.items()} == {"coordinator": 3, "search": 5, "llm": 5,
+                                                                          "batch": None}
     assert all(worker_cpu(w, [0]) is None for w in WORKERS)  # one CPU: nothing to keep apart
-    assert {n: worker_cpu(w, [7, 7 + 1]) for n, w in by_name.items() if w.own_cpu} == {"coordinator": 7, "llm": 8}
 
 
 def test_the_local_launcher_passes_each_pinned_pool_its_cpu_unless_pinning_is_off(monkeypatch):
@@ -122,7 +122,7 @@ def test_the_local_launcher_passes_each_pinned_pool_its_cpu_unless_pinning_is_of
     get_settings.cache_clear()
     try:
         envs = {n: launcher.worker_env(urls, Path("/tmp/m"), w) for n, w in by_name.items()}
-        assert {n: e.get("FINAGENT_WORKER_CPU") for n, e in envs.items()} == {"coordinator": "0", "search": None,
+        assert {n: e.get("FINAGENT_WORKER_CPU") for n, e in envs.items()} == {"coordinator": "0", "search": "1",
                                                                             "llm": "1", "batch": None}
         monkeypatch.setenv("FINAGENT_WORKER_CPU_PINNING", "false")
         get_settings.cache_clear()
