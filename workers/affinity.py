@@ -39,9 +39,19 @@ def pin_process(cpu: int) -> bool:
     return True
 
 
+_pinned: list[int] = []
+
+
 @signals.celeryd_init.connect(dispatch_uid="finagent-worker-cpu")
 def _pin_worker(**_: Any) -> None:
     settings = get_settings()
     cpu = settings.worker_cpu if settings.worker_cpu_pinning else None
     if cpu is not None and pin_process(cpu):
-        log.info("worker pinned to CPU %s", cpu)
+        _pinned.append(cpu)
+
+
+@signals.worker_ready.connect(dispatch_uid="finagent-worker-cpu-log")
+def _log_pin(**_: Any) -> None:
+    # logged once the worker's logging is set up, which it is not yet at celeryd_init
+    if _pinned:
+        log.info("worker threads pinned to CPU %s (FINAGENT_WORKER_CPU_PINNING=false turns it off)", _pinned[-1])

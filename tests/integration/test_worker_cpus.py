@@ -18,7 +18,7 @@ def thread_cpus(pid: int) -> dict[int, set[int]]:
     return {int(t): os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{pid}/task")}
 
 
-def test_the_coordinator_threads_keep_to_one_cpu_and_the_call_pools_to_another(ctx, sample_corpus, workers_with):
+def test_the_coordinator_threads_keep_to_one_cpu_and_the_call_pools_to_another(ctx, sample_corpus, workers, workers_with):
     procs = workers_with()
     job, _ = run_job(ctx, question="What was NVDA's revenue last quarter and what drove it?")
     assert job.status == "completed"
@@ -35,6 +35,9 @@ def test_the_coordinator_threads_keep_to_one_cpu_and_the_call_pools_to_another(c
             assert all(sorted(c) == every for c in threads.values()), (spec.name, threads)
     assert set(pinned) == {"coordinator", "search", "llm"}
     assert pinned["search"] == pinned["llm"] != pinned["coordinator"]
+    logs = {p.name.split("-")[1]: p.read_text() for p in workers.log_dir.glob(f"{workers.name}{workers.count}-*.log")}
+    assert f"worker threads pinned to CPU {pinned['coordinator']}" in logs["coordinator"]
+    assert "pinned to CPU" not in logs["batch"]
 
 
 def test_with_pinning_off_no_worker_is_pinned(ctx, sample_corpus, workers_with):
