@@ -64,7 +64,7 @@ def worker_env(urls: StackURLs, metrics_dir: Path, spec: WorkerSpec | None = Non
     settings = get_settings()
     env = (spec.env_defaults(settings) if spec else {}) | dict(os.environ)
     env.pop(env_var("worker_cpu"), None)  # this process's own, if it is a pinned worker: never passed on
-    cpu = worker_cpu(spec, sorted(os.sched_getaffinity(0))) if spec and settings.worker_cpu_pinning else None
+    cpu = worker_cpu(spec, list(os.sched_getaffinity(0))) if spec and settings.worker_cpu_pinning else None
     if cpu is not None:
         env[env_var("worker_cpu")] = str(cpu)
     env["FINAGENT_DATABASE_URL"] = urls.database_url

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 def pin_process(cpu: int) -> bool:
     """Pin every thread of this process to `cpu`. False (nothing changed) when this process may not run there."""
-    if cpu not in os.sched_getaffinity(0):
-        log.warning("worker CPU %s is not one this process may use (%s): not pinned", cpu, sorted(os.sched_getaffinity(0)))
+    allowed = os.sched_getaffinity(0)
+    if cpu not in allowed:
+        log.warning("worker CPU %s is not one this process may use (%s): not pinned", cpu, sorted(allowed))
         return False
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -39,19 +40,19 @@ def pin_process(cpu: int) -> bool:
     return True
 
 
-_pinned: list[int] = []
+def _cpu() -> int | None:
+    settings = get_settings()
+    return settings.worker_cpu if settings.worker_cpu_pinning else None
 
 
 @signals.celeryd_init.connect(dispatch_uid="finagent-worker-cpu")
 def _pin_worker(**_: Any) -> None:
-    settings = get_settings()
-    cpu = settings.worker_cpu if settings.worker_cpu_pinning else None
-    if cpu is not None and pin_process(cpu):
-        _pinned.append(cpu)
+    if (cpu := _cpu()) is not None:
+        pin_process(cpu)
 
 
 @signals.worker_ready.connect(dispatch_uid="finagent-worker-cpu-log")
 def _log_pin(**_: Any) -> None:
     # logged once the worker's logging is set up, which it is not yet at celeryd_init
-    if _pinned:
-        log.info("worker threads pinned to CPU %s (FINAGENT_WORKER_CPU_PINNING=false turns it off)", _pinned[-1])
+    if (cpu := _cpu()) is not None and os.sched_getaffinity(0) == {cpu}:
+        log.info("worker threads pinned to CPU %s (FINAGENT_WORKER_CPU_PINNING=false turns it off)", cpu)
