@@ -403,11 +403,14 @@ def sample_stack(name: str = "bench"):
 
 
 def portable_args(argv: list[str]) -> list[str]:
-    """The arguments as the docs show them: a data dir is this machine's path, written as DIR."""
-    out, hide = [], False
+    """The arguments as the docs show them: a data dir is this machine's path, written as DIR, and a server's address
+    is written as URL."""
+    hidden = {"--data-dir": "DIR", "--database-url": "URL"}
+    out, hide = [], None
     for arg in argv:
-        out.append("DIR" if hide else "--data-dir=DIR" if arg.startswith("--data-dir=") else arg)
-        hide = arg == "--data-dir"
+        name = arg.split("=", 1)[0]
+        out.append(hide if hide else f"{name}={hidden[name]}" if "=" in arg and name in hidden else arg)
+        hide = hidden.get(arg)
     return out
 
 

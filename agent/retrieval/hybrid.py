@@ -217,8 +217,11 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         order = sql.SQL("(embedding <=> %(vec)s) + 0, id")  # "+ 0": never the index, the exact order
     elif whole_table:
         source, order = t, sql.SQL("embedding <=> %(vec)s")
-    else:  # a large filtered scope on pgvector >= 0.8: an iterative HNSW scan (agent/retrieval/filtered_hnsw.py)
-        source = sql.SQL("(SELECT * FROM {t} {where})").format(t=t, where=where)
+    else:  # a large filtered scope on pgvector >= 0.8: an iterative HNSW scan (agent/retrieval/filtered_hnsw.py).
+        # Inlined where it is read, so the semantic side's ORDER BY ... LIMIT reaches the index; a CTE rather than a
+        # bare subquery, which needs an alias before PostgreSQL 16 and is also joined under one of its own
+        ctes.append(sql.SQL("scope AS NOT MATERIALIZED (SELECT * FROM {t} {where})").format(t=t, where=where))
+        source = sql.SQL("scope")
         order = sql.SQL("embedding <=> %(vec)s")
     if part in ("both", "both_ranked", "semantic", "semantic_terms"):
         ctes.append(sql.SQL(_SEMANTIC).format(source=source, order=order))
@@ -294,7 +297,7 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     iterative = None if exact or whole_table else filtered_hnsw.SETTINGS
     if mode == "semantic":
         return _fetch(pool, _query(corpus, where, exact, "semantic"), params,
-                      ef_search=None if exact else max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
+                      ef_search=None if exact else _ef_search(pool, corpus, params["n"], iterative), settings=iterative)
     ranked = keyword_candidates == "ranked"
     if exact:
         return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), _with_bm25(params, bm25))
@@ -302,7 +305,7 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
     keyword_statement = statement(corpus, part="ranked_keyword" if ranked else "keyword")
     keyword = _executor().submit(lambda: _fetch(pool, keyword_statement, _with_bm25(params, bm25)))
     rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_terms"), params,
-                  ef_search=max(ef_search_for(pool, corpus), params["n"]), settings=iterative)
+                  ef_search=_ef_search(pool, corpus, params["n"], iterative), settings=iterative)
     keyword_rows = keyword.result()
     if not ranked:
         idfs = keyword_rows[0]["idfs"] if keyword_rows else {}
@@ -310,6 +313,11 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
         keyword_rows = [r for r in keyword_rows if r["id"] is not None]
     seen = {r["id"] for r in rows}
     return rows + [r for r in keyword_rows if r["id"] not in seen]
+
+
+def _ef_search(pool, corpus: Corpus, n: int, iterative: dict | None) -> int:
+    """hnsw.ef_search of an index scan: the table's (ef_search_for), wider for an iterative scan of a filtered scope."""
+    return max(ef_search_for(pool, corpus), filtered_hnsw.EF_SEARCH if iterative else 0, n)
 
 
 def term_score(term_ranks: dict[str, float], idfs: dict[str, float]) -> float:

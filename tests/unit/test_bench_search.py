@@ -37,3 +37,9 @@ def test_the_1m_targets_fail_when_a_figure_misses():
 def test_the_docs_command_hides_this_machines_data_dir():
     assert common.portable_args(["--json", "--data-dir", "/tmp/x", "--reuse"]) == ["--json", "--data-dir", "DIR", "--reuse"]
     assert common.portable_args(["--data-dir=/srv/y", "--scale", "1m"]) == ["--data-dir=DIR", "--scale", "1m"]
+
+
+def test_the_docs_command_hides_a_servers_address():
+    args = ["--database-url", "postgresql://u:secret@db:5432/x", "--chunks", "10"]
+    assert common.portable_args(args) == ["--database-url", "URL", "--chunks", "10"]
+    assert common.portable_args(["--database-url=postgresql://db/x"]) == ["--database-url=URL"]
