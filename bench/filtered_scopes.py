@@ -143,7 +143,8 @@ def run(ctx, args, say) -> dict:
         buffers = conn.execute("SHOW shared_buffers").fetchone()["shared_buffers"]
     out |= {"chunks": have, "server_version": server, "shared_buffers": buffers,
             "pgvector": ".".join(map(str, filtered_hnsw.pgvector_version(ctx.pool))),
-            "min_scope_rows": filtered_hnsw.MIN_SCOPE_ROWS, "iterative_settings": filtered_hnsw.SETTINGS}
+            "min_scope_rows": filtered_hnsw.MIN_SCOPE_ROWS, "iterative_settings": filtered_hnsw.SETTINGS,
+            "ef_search": filtered_hnsw.EF_SEARCH}
     iterative = filtered_hnsw.has_iterative_scans(filtered_hnsw.pgvector_version(ctx.pool))
     out["scopes"] = []
     for name, filters in scopes():
@@ -165,16 +166,18 @@ def table_rows(result: dict) -> list[tuple]:
 
 
 def markdown(result: dict, command: str) -> str:
+    settings = ", ".join(f"{k} = {v}" for k, v in result["iterative_settings"].items())
     return "\n".join([
         f"## Filtered searches over large scopes at {result['chunks_requested']:,} chunks: exact read vs pgvector's"
         f" iterative HNSW scan ({common.today()})",
         "",
-        f"`{command}` (the server's URL written as URL) — {result['chunks']} synthetic chunks with MiniLM geometry",
-        f"(as in the search bench), {result['queries']} queries, each run on the default path and with `exact=True`,",
-        "one path after the other after a warm-up pass of both. Server: PostgreSQL "
-        f"{result['server_version']}, pgvector {result['pgvector']}, shared_buffers {result['shared_buffers']}."
-        f" A scope of more than {result['min_scope_rows']} rows takes the iterative scan "
-        f"({result['iterative_settings']}) where pgvector >= 0.8; a smaller one, and every scope on 0.6, is read exactly.",
+        f"`{command}` (the server's address written as URL): {result['chunks']} synthetic chunks with MiniLM geometry",
+        f"(as in the search bench), {result['queries']} queries per scope on each path, one path after the other after a",
+        "warm-up pass of each: the default (what `hybrid_search` picks), `exact=True`, and, on pgvector >= 0.8, the",
+        "iterative scan forced whatever the scope's size. Recall@15 is against `exact=True`'s top 15. Server: PostgreSQL",
+        f"{result['server_version']}, pgvector {result['pgvector']}, shared_buffers {result['shared_buffers']}. A scope",
+        f"of more than {result['min_scope_rows']} rows takes the iterative scan ({settings}, ef_search "
+        f"{result.get('ef_search', 'as the table')}) where pgvector >= 0.8; a smaller one, and every scope on 0.6, is read exactly.",
         "",
         common.markdown_table(table_rows(result), HEADER),
         "",
