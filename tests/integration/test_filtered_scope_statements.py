@@ -11,6 +11,8 @@ from agent.models.corpus import Period, SearchFilters
 from agent.retrieval.hybrid import _query, filter_clause, search_params
 from ops.ingest_runner import ingest
 
+pytestmark = pytest.mark.integration
+
 PARTS = ("semantic", "semantic_terms", "keyword", "ranked_keyword")
 
 

@@ -11,6 +11,8 @@ from psycopg import sql
 from agent.retrieval import hybrid, keyword_index
 from ops.ingest_runner import ingest
 
+pytestmark = pytest.mark.integration
+
 PHRASE = "net interest margin"
 
 

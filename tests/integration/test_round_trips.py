@@ -12,6 +12,8 @@ from agent.models.steps import FailedOutput, StepKey
 from agent.persistence import jobstore
 from agent.persistence.ledger import load_ledger, record_call
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def table(ctx):
