@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common
-from bench.search import QUARTERS, TOP_K, TRANSCRIPTS, build_queries, recall
+from bench.search import QUARTERS, TOP_K, TRANSCRIPTS, build_queries, recall, run_pass
 
 SECTION = "filtered-scopes"
 SYNTHETIC = "synthetic://"
@@ -37,9 +37,8 @@ def scopes() -> list[tuple[str, object]]:
     """(name, filters): the scopes a question about a whole period of the corpus asks for."""
     from agent.models.corpus import Period, SearchFilters
 
-    years = sorted({y for y, _ in QUARTERS})
-    year = years[-1]
     last = QUARTERS[-1]
+    year = last[0]
     return [
         (f"fiscal year {year}, every company",
          SearchFilters(periods=[Period(fiscal_year=y, fiscal_quarter=q) for y, q in QUARTERS if y == year])),
@@ -48,12 +47,9 @@ def scopes() -> list[tuple[str, object]]:
     ]
 
 
-def scope_rows(ctx, filters) -> int:
+def scope_rows(ctx, where, params: dict) -> int:
     from psycopg import sql
 
-    from agent.retrieval.hybrid import filter_clause
-
-    where, params = filter_clause("transcript", filters)
     with ctx.pool.connection() as conn:
         return conn.execute(sql.SQL("SELECT count(*) AS n FROM transcript_chunks {w}").format(w=where), params).fetchone()["n"]
 
@@ -61,26 +57,11 @@ def scope_rows(ctx, filters) -> int:
 def existing_chunks(ctx) -> int:
     """The synthetic chunks a previous run left; a database holding any other transcript is refused."""
     with ctx.pool.connection() as conn:
-        row = conn.execute("SELECT count(*) FILTER (WHERE source_path NOT LIKE %s) AS other,"
-                           " count(*) AS docs FROM documents WHERE kind = 'transcript'", (SYNTHETIC + "%",)).fetchone()
+        row = conn.execute("SELECT count(*) FILTER (WHERE source_path NOT LIKE %s) AS other FROM documents"
+                           " WHERE kind = 'transcript'", (SYNTHETIC + "%",)).fetchone()
         if row["other"]:
             raise SystemExit(f"the database holds {row['other']} transcripts that are not this bench's: use an empty one")
         return conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
-
-
-def run_path(ctx, queries, vecs, filters, exact: bool | None) -> tuple[list[float], list[list], int]:
-    """One-at-a-time searches: (ms each, top-k ids each, hits outside the filter)."""
-    from agent.retrieval.hybrid import hybrid_search
-
-    periods = {(p.fiscal_year, p.fiscal_quarter) for p in filters.periods}
-    times, ids, outside = [], [], 0
-    for q, v in zip(queries, vecs):
-        started = time.perf_counter()
-        hits = hybrid_search(ctx.pool, q, v, filters, top_k=TOP_K, exact=exact)
-        times.append((time.perf_counter() - started) * 1000)
-        ids.append([h.chunk_id for h in hits])
-        outside += sum(1 for h in hits if (h.fiscal_year, h.fiscal_quarter) not in periods)
-    return times, ids, outside
 
 
 @contextmanager
@@ -107,14 +88,16 @@ def measure_scope(ctx, queries, vecs, name: str, filters, iterative: bool) -> di
     where, params = filter_clause("transcript", filters)
     indexed = filtered_hnsw.use_index(ctx.pool, "transcript_chunks", where, params)
     paths = [("default", None, False), ("exact", True, False)] + ([("index", None, True)] if iterative else [])
+    each = [filters] * len(queries)
     for _, exact, forced in paths:  # a warm-up pass of each path: the measured passes read cached pages on all
         with every_scope_large(forced):
-            run_path(ctx, queries, vecs, filters, exact)
-    row: dict = {"scope": name, "rows": scope_rows(ctx, filters), "default_path": "HNSW, iterative" if indexed else "exact"}
+            run_pass(ctx, queries, vecs, each, exact)
+    row: dict = {"scope": name, "rows": scope_rows(ctx, where, params),
+                 "default_path": "HNSW, iterative" if indexed else "exact"}
     ids = {}
     for label, exact, forced in paths:
         with every_scope_large(forced):
-            times, ids[label], outside = run_path(ctx, queries, vecs, filters, exact)
+            times, ids[label], outside = run_pass(ctx, queries, vecs, each, exact)
         row |= {f"{label}_p50_ms": round(common.percentile(times, 50), 2),
                 f"{label}_p95_ms": round(common.percentile(times, 95), 2), f"{label}_hits_outside_filter": outside,
                 f"{label}_short_results": sum(1 for x in ids[label] if len(x) < TOP_K)}

@@ -79,8 +79,9 @@ def make_filters(tickers: list[str], n: int, seed: int = 3) -> list:
 # --- searching -------------------------------------------------------------------------------
 
 def outside(hits: list, f) -> int:
+    """Hits outside the filter's companies (when it names any) or its periods."""
     periods = {(p.fiscal_year, p.fiscal_quarter) for p in f.periods}
-    return sum(1 for h in hits if h.ticker != f.tickers[0] or (h.fiscal_year, h.fiscal_quarter) not in periods)
+    return sum(1 for h in hits if (f.tickers and h.ticker not in f.tickers) or (h.fiscal_year, h.fiscal_quarter) not in periods)
 
 
 def run_pass(ctx, queries: list[str], vecs, filters: list | None, exact: bool | None) -> tuple[list[float], list[list], int]:

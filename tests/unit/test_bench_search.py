@@ -43,3 +43,15 @@ def test_the_docs_command_hides_a_servers_address():
     args = ["--database-url", "postgresql://u:secret@db:5432/x", "--chunks", "10"]
     assert common.portable_args(args) == ["--database-url", "URL", "--chunks", "10"]
     assert common.portable_args(["--database-url=postgresql://db/x"]) == ["--database-url=URL"]
+
+
+def test_a_hit_is_outside_a_filter_by_its_companies_only_when_the_filter_names_any():
+    from types import SimpleNamespace as Hit
+
+    from agent.models.corpus import Period, SearchFilters
+
+    q4 = [Period(fiscal_year=2023, fiscal_quarter=4)]
+    hits = [Hit(ticker="A", fiscal_year=2023, fiscal_quarter=4), Hit(ticker="B", fiscal_year=2023, fiscal_quarter=3)]
+    assert search.outside(hits, SearchFilters(tickers=["A"], periods=q4)) == 1
+    assert search.outside(hits, SearchFilters(tickers=["B"], periods=q4)) == 2
+    assert search.outside(hits, SearchFilters(periods=q4)) == 1  # every company: only the period counts
