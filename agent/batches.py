@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def parse_line(n: int, raw: str | dict[str, Any], mode: str | None = None) -> Ba
         return BatchLine(line=n, error=str(exc))
 
 
-def parse_lines(lines: list[str | dict[str, Any]], mode: str | None = None) -> list[BatchLine]:
+def parse_lines(lines: Sequence[str | dict[str, Any]], mode: str | None = None) -> list[BatchLine]:
     """Lines of a JSONL/text body or the items of a JSON list; blank lines and # comments are skipped."""
     out = []
     for n, raw in enumerate(lines, start=1):

@@ -86,6 +86,9 @@ class _OneByOne:
 
     dim = 384
 
+    def embed_one(self, text: str) -> np.ndarray:
+        raise NotImplementedError
+
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.stack([self.embed_one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
 

@@ -130,6 +130,8 @@ def _run(ctx, mode: str = "detailed", question: str = QUESTION) -> dict:
     t0 = time.perf_counter()
     job, events = submit_and_follow(ctx, JobRequest(question=question, mode=mode), timeout_s=600)
     wall = time.perf_counter() - t0
+    if job.result is None:
+        raise RuntimeError(f"job {job.id} ended {job.status} without a result")
     calls = sorted(load_ledger(ctx.pool, job.id), key=lambda c: c["started_at"])
     t_first = calls[0]["started_at"].timestamp()
     exact = [(c["call_key"], c["started_at"].timestamp() - t_first, c["duration_ms"] / 1000) for c in calls]

@@ -26,9 +26,17 @@ from bench.common import machine, parse_stack_bench_args, percentile, sample_sta
 QUESTION = "What did {t} say about revenue growth in its latest quarter (trial {n})?"
 
 
+def _job(ctx, job_id: str):
+    from agent.persistence import jobstore
+
+    job = jobstore.load_job(ctx.pool, job_id)
+    if job is None:
+        raise RuntimeError(f"job {job_id} is not in the job store")
+    return job
+
+
 def _trial(ctx, manager, n: int, env: dict[str, str], kill_all: bool) -> dict:
     from agent.models.job import JobRequest
-    from agent.persistence import jobstore
     from agent.submission import create
     from tasks.dispatch import CeleryDispatcher
     from workers.topology import WORKERS
@@ -37,10 +45,10 @@ def _trial(ctx, manager, n: int, env: dict[str, str], kill_all: bool) -> dict:
     job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question=QUESTION.format(t=("NVDA", "AAPL", "MSFT")[n % 3], n=n),
                                                             mode="direct"))
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not jobstore.load_job(ctx.pool, job_id).step.endswith(":extract"):
+    while time.monotonic() < deadline and not _job(ctx, job_id).step.endswith(":extract"):
         time.sleep(0.05)
     time.sleep(0.5)  # the extract calls are running
-    step = jobstore.load_job(ctx.pool, job_id).step
+    step = _job(ctx, job_id).step
     victims = procs if kill_all else [procs[[w.name for w in WORKERS].index("llm")]]
     for p in victims:
         os.kill(p.pid, signal.SIGKILL)
@@ -48,12 +56,12 @@ def _trial(ctx, manager, n: int, env: dict[str, str], kill_all: bool) -> dict:
     killed = time.monotonic()
     manager.procs = [p for p in procs if p not in victims]
     manager.ensure(**env, BENCH_TRIAL=f"{n}-restarted")  # the supervisor restarts the set
-    while (job := jobstore.load_job(ctx.pool, job_id)).step == step and time.monotonic() - killed < 600:
+    while (job := _job(ctx, job_id)).step == step and time.monotonic() - killed < 600:
         time.sleep(0.2)
     moved = time.monotonic() - killed
     while job.status not in ("completed", "failed", "rejected", "cancelled") and time.monotonic() - killed < 600:
         time.sleep(0.2)
-        job = jobstore.load_job(ctx.pool, job_id)
+        job = _job(ctx, job_id)
     return {"step": step, "moved_s": round(moved, 1), "ended_s": round(time.monotonic() - killed, 1), "status": job.status}
 
 

@@ -259,6 +259,7 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
     base = common.real_chunks(args.transcripts)
     queries = build_queries(base, min(30, args.queries) if args.quick else args.queries)
     geometry: dict = {}
+    embedder: common.SentenceMeanEmbedder | common.FastHashEmbedder
     if args.embedder == "minilm":
         embedder = common.SentenceMeanEmbedder(base, say)
         embed_query = embedder.embed_query
@@ -351,12 +352,15 @@ ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5"
 VARIANT_HEADER = ("variant (unfiltered)", "recall vs current exact", "recall vs own exact", "p50 ms", "p95 ms")
 
 
-def tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
+Table = tuple[str, tuple, list[tuple]]  # (title, header, rows)
+
+
+def tables(result: dict) -> list[Table]:
     """(title, header, rows) for the console and the docs alike."""
     labels = result["sizes"]
     latency = [(name, *(result.get(f"{prefix}{k}_ms_{label}") for label in labels for k in ("p50", "p95")))
                for name, prefix in PATHS]
-    out = [("latency of hybrid_search, ms", ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95"))),
+    out: list[Table] = [("latency of hybrid_search, ms", ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95"))),
             latency),
            ("per corpus size", ("figure", *labels), [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in PER_SIZE]),
            ("run", ("figure", "value"), [(k, result.get(k)) for k in ONCE])]
