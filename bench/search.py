@@ -360,10 +360,11 @@ def tables(result: dict) -> list[Table]:
     labels = result["sizes"]
     latency = [(name, *(result.get(f"{prefix}{k}_ms_{label}") for label in labels for k in ("p50", "p95")))
                for name, prefix in PATHS]
-    out: list[Table] = [("latency of hybrid_search, ms", ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95"))),
-            latency),
-           ("per corpus size", ("figure", *labels), [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in PER_SIZE]),
-           ("run", ("figure", "value"), [(k, result.get(k)) for k in ONCE])]
+    header = ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95")))
+    out: list[Table] = [
+        ("latency of hybrid_search, ms", header, latency),
+        ("per corpus size", ("figure", *labels), [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in PER_SIZE]),
+        ("run", ("figure", "value"), [(k, result.get(k)) for k in ONCE])]
     if result.get("variants"):
         rows = [(v["variant"], v["recall_vs_current_exact"], v["recall_vs_own_exact"], v["p50_ms"], v["p95_ms"])
                 for v in result["variants"]]
