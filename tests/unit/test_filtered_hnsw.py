@@ -72,15 +72,16 @@ def test_the_iterative_statement_filters_inside_the_index_scan():
     assert "pg_stats" not in text  # a scope's term frequencies are counted in the scope, not the table's statistics
 
 
-def test_an_iterative_scan_searches_with_a_wider_beam_than_the_tables():
+def test_an_iterative_scan_searches_with_a_wider_beam_than_the_tables(monkeypatch):
     import time
 
     from agent.retrieval import hybrid
 
     pool = _Pool("0.8.0", filtered_hnsw.MIN_SCOPE_ROWS + 1)
-    hybrid._sizes[(pool.conninfo, "transcript")] = (100_000.0, time.monotonic())  # a 100k-row table: ef 150 unfiltered
+    # through monkeypatch: the module's table-size cache is left as it was after the test
+    monkeypatch.setitem(hybrid._sizes, (pool.conninfo, "transcript"), (100_000.0, time.monotonic()))  # ef 150 unfiltered
     assert hybrid._ef_search(pool, "transcript", 60, None) == hybrid.EF_SEARCH
     assert hybrid._ef_search(pool, "transcript", 60, filtered_hnsw.SETTINGS) == filtered_hnsw.EF_SEARCH
     assert hybrid._ef_search(pool, "transcript", 900, filtered_hnsw.SETTINGS) == 900  # never fewer than asked for
-    hybrid._sizes[(pool.conninfo, "transcript")] = (2_000_000.0, time.monotonic())
+    monkeypatch.setitem(hybrid._sizes, (pool.conninfo, "transcript"), (2_000_000.0, time.monotonic()))
     assert hybrid._ef_search(pool, "transcript", 60, filtered_hnsw.SETTINGS) == max(hybrid.EF_SEARCH_LARGE, filtered_hnsw.EF_SEARCH)
