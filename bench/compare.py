@@ -49,9 +49,11 @@ def flatten(obj: object, prefix: str = "") -> Iterator[tuple[str, float]]:
         for k, v in obj.items():
             yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
     elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            name = next((str(v[n]) for n in _ITEM_NAMES if isinstance(v, dict) and isinstance(v.get(n), str | int)
-                         and not isinstance(v.get(n), bool)), str(i))
+        names = [next((str(v[n]) for n in _ITEM_NAMES if isinstance(v, dict) and isinstance(v.get(n), str | int)
+                       and not isinstance(v.get(n), bool)), str(i)) for i, v in enumerate(obj)]
+        if len(set(names)) < len(names):  # one mode at several latencies: the position keeps them apart
+            names = [name if name == str(i) else f"{name}#{i}" for i, name in enumerate(names)]
+        for name, v in zip(names, obj):
             yield from flatten(v, f"{prefix}[{name}]")
 
 

@@ -17,6 +17,11 @@ def test_flatten_keeps_numeric_leaves_and_names_list_items_by_their_own_name():
                    "walls_s[0]": 1.0, "walls_s[1]": 2.0, "by.a -> b.median_ms": 3.0}
 
 
+def test_list_items_sharing_a_name_keep_their_position():
+    out = dict(compare.flatten({"grid": [{"mode": "direct", "latency_s": 0.3}, {"mode": "direct", "latency_s": 1}]}))
+    assert out == {"grid[direct#0].latency_s": 0.3, "grid[direct#1].latency_s": 1.0}
+
+
 def test_parse_json_output_takes_the_whole_stdout_or_its_last_object_line():
     assert compare.parse_json_output('{"a": 1}\n') == {"a": 1}
     assert compare.parse_json_output('warming up\n{"a": 1}\nnot json {\n{"b": 2}\n') == {"b": 2}
