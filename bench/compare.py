@@ -152,10 +152,11 @@ def _run(side: Side, bench: str, args: list[str], timeout: float | None) -> dict
                                capture_output=True, text=True).stdout
     cmd = bench_command(bench, args, help_text)
     print(f"[{side.label}] {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=side.checkout, env=_env(side.checkout), capture_output=True, text=True,
+    # the bench's progress and errors go straight to this terminal; only its stdout (the JSON) is read
+    proc = subprocess.run(cmd, cwd=side.checkout, env=_env(side.checkout), stdout=subprocess.PIPE, text=True,
                           timeout=timeout)
     if proc.returncode:
-        raise RuntimeError(f"[{side.label}] bench/{bench} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"[{side.label}] bench/{bench} exited {proc.returncode} (its stderr is above)")
     return dict(flatten(parse_json_output(proc.stdout)))
 
 
@@ -166,6 +167,8 @@ def compare(repo: Path, bench: str, bench_args: list[str], base_rev: str, head_r
 
     def worktree(rev: str) -> Path:
         path = Path(tempfile.mkdtemp(prefix="finagent-compare-")) / "checkout"
+        if (repo.parent / "shared").is_dir():  # the benches read the real data beside the checkout (../shared/data)
+            (path.parent / "shared").symlink_to(repo.parent / "shared")
         _git(repo, "worktree", "add", "--detach", str(path), _git(repo, "rev-parse", "--verify", f"{rev}^{{commit}}"))
         worktrees.append(path)
         return path

@@ -72,6 +72,8 @@ def _commit(repo: Path, version: int) -> None:
 @pytest.fixture
 def toy_repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "x.txt").write_text("12345")
     (repo / "bench").mkdir(parents=True)
     (repo / "bench" / "toy.py").write_text(
         "import argparse, json, sys\n"
@@ -83,7 +85,9 @@ def toy_repo(tmp_path) -> Path:
         "a = p.parse_args()\n"
         "assert a.json and a.no_write, 'compare passes --json and --no-write'\n"
         "print('starting')\n"
-        "print(json.dumps({'version': agent.VERSION * a.scale, 'modes': [{'mode': 'x', 'n': 3}]}))\n")
+        "data = Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'x.txt'\n"
+        "print(json.dumps({'version': agent.VERSION * a.scale, 'modes': [{'mode': 'x', 'n': 3}],\n"
+        "                  'data_chars': len(data.read_text())}))\n")
     (repo / ".gitignore").write_text("__pycache__/\n")
     _git(repo, "init", "-q")
     _commit(repo, 1)
@@ -96,6 +100,8 @@ def test_each_side_runs_its_own_commit_and_worktrees_are_removed(toy_repo):
     assert [r["version"] for r in base.runs] == [10.0, 10.0]
     assert [r["version"] for r in head.runs] == [20.0, 20.0]
     assert head.checkout == toy_repo and base.label != head.label
+    # both sides read the data beside the repository, as the benches read ../shared/data
+    assert [r["data_chars"] for r in base.runs + head.runs] == [5.0] * 4
     assert not base.checkout.exists()
     assert _git(toy_repo, "worktree", "list").count("\n") == 0  # only the main checkout is left
 
@@ -124,7 +130,8 @@ def test_the_command_line_prints_the_side_by_side_table(toy_repo, monkeypatch, c
     assert compare.main(["toy.py", "--base", "HEAD~1", "--json", "--", "--scale", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["order"] == ["base", "head"]
-    assert {r["figure"]: r["head_over_base"] for r in out["figures"]} == {"version": 2.0, "modes[x].n": 1.0}
+    assert {r["figure"]: r["head_over_base"] for r in out["figures"]} == \
+        {"version": 2.0, "modes[x].n": 1.0, "data_chars": 1.0}
     assert compare.main(["toy.py", "--base", "HEAD"]) == 2
     assert "same code" in capsys.readouterr().err
 
