@@ -3,6 +3,7 @@ and the CLI, leaves the job and batch tables, the broker's queues and the event 
 Unknown tickers are checked against the companies this database knows."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -25,14 +26,57 @@ FINAGENT = Path(sys.executable).with_name("finagent")
 UNKNOWN = "ZQXW"  # no company has this symbol
 
 
+def _message_text(raw: bytes | str) -> str:
+    """A queued kombu message with its body decoded, so the job ids in its arguments can be read."""
+    try:
+        msg = json.loads(raw)
+    except ValueError:  # a list that is not a queue
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    body = msg.get("body", "")
+    if msg.get("properties", {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body).decode("utf-8", "replace")
+    return json.dumps(msg.get("headers", {})) + body
+
+
+def _key_text(key: bytes | str) -> str:
+    return key.decode() if isinstance(key, bytes) else key
+
+
 def footprint(ctx) -> dict[str, int]:
-    """Everything a submission writes: job and batch rows, broker messages, event streams."""
+    """Everything a submission writes: job and batch rows, broker messages, event streams. A job or batch another test
+    module left running on this process's shared stack keeps writing its own keys and messages, so those count only
+    when no job or batch row owns them (a refused submission has no row)."""
     with ctx.pool.connection() as conn:
         counts = {t: conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"] for t in ("research_jobs", "batches", "batch_items")}
+        jobs = {str(row["id"]) for row in conn.execute("SELECT id FROM research_jobs UNION ALL SELECT id FROM batches")}
+    from workers.app import app as celery_app
+
+    housekeeping = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
     r = ctx.redis
-    counts["queued messages"] = sum(r.llen(k) for k in r.scan_iter(count=1000) if r.type(k) in ("list", b"list"))
-    counts["job keys"] = sum(1 for _ in r.scan_iter(match="finagent:jobs:*", count=1000))
+    queued = [_message_text(m) for k in r.scan_iter(count=1000) if r.type(k) in ("list", b"list") for m in r.lrange(k, 0, -1)]
+    counts["queued messages no job owns"] = sum(
+        1 for text in queued if not any(j in text for j in jobs) and not any(f'"task": "{t}"' in text for t in housekeeping))
+    counts["job keys no job owns"] = sum(
+        1 for k in r.scan_iter(match="finagent:jobs:*", count=1000) if _key_text(k).split(":")[2] not in jobs)
     return counts
+
+
+
+def test_the_footprint_sees_what_a_leaked_submission_would_leave(ctx):
+    before = footprint(ctx)
+    orphan = f"finagent:jobs:{uuid.uuid4()}:stream"
+    body = base64.b64encode(json.dumps([[], {"question": QUESTION, "tickers": [UNKNOWN]}, {}]).encode()).decode()
+    message = json.dumps({"body": body, "headers": {"task": "finagent.v1.submit_research"},
+                          "properties": {"body_encoding": "base64"}})
+    ctx.redis.set(orphan, "1")
+    ctx.redis.rpush("test-footprint-queue", message)
+    try:
+        after = footprint(ctx)
+    finally:
+        ctx.redis.delete(orphan, "test-footprint-queue")
+    assert after["job keys no job owns"] == before["job keys no job owns"] + 1
+    assert after["queued messages no job owns"] == before["queued messages no job owns"] + 1
+    assert footprint(ctx) == before
 
 
 @pytest.fixture(scope="module")
