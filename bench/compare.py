@@ -144,19 +144,23 @@ def _check_imports(side: Side) -> None:
         raise RuntimeError(f"{side.label}: `agent` imports from {where or proc.stderr.strip()}, not {side.checkout}")
 
 
-def _run(side: Side, bench: str, args: list[str], timeout: float | None) -> dict[str, float]:
+def _command(side: Side, bench: str, args: list[str]) -> list[str]:
+    """The side's bench command, found before any run: a bench missing at either side stops the comparison at once."""
     script = side.checkout / "bench" / bench
     if not script.exists():
         raise RuntimeError(f"bench/{bench} does not exist at {side.label}")
     help_text = subprocess.run([sys.executable, str(script), "--help"], cwd=side.checkout, env=_env(side.checkout),
                                capture_output=True, text=True).stdout
-    cmd = bench_command(bench, args, help_text)
+    return bench_command(bench, args, help_text)
+
+
+def _run(side: Side, cmd: list[str], timeout: float | None) -> dict[str, float]:
     print(f"[{side.label}] {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     # the bench's progress and errors go straight to this terminal; only its stdout (the JSON) is read
     proc = subprocess.run(cmd, cwd=side.checkout, env=_env(side.checkout), stdout=subprocess.PIPE, text=True,
                           timeout=timeout)
     if proc.returncode:
-        raise RuntimeError(f"[{side.label}] bench/{bench} exited {proc.returncode} (its stderr is above)")
+        raise RuntimeError(f"[{side.label}] {cmd[1]} exited {proc.returncode} (its stderr is above)")
     return dict(flatten(parse_json_output(proc.stdout)))
 
 
@@ -182,8 +186,9 @@ def compare(repo: Path, bench: str, bench_args: list[str], base_rev: str, head_r
         sides = (base, head)
         for side in sides:
             _check_imports(side)
+        commands = [_command(side, bench, bench_args) for side in sides]
         for index in run_order(rounds):
-            sides[index].runs.append(_run(sides[index], bench, bench_args, timeout))
+            sides[index].runs.append(_run(sides[index], commands[index], timeout))
     finally:
         for path in worktrees:
             subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=repo, capture_output=True)

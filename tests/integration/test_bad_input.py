@@ -26,20 +26,16 @@ FINAGENT = Path(sys.executable).with_name("finagent")
 UNKNOWN = "ZQXW"  # no company has this symbol
 
 
-def _message_text(raw: bytes | str) -> str:
+def _message_text(raw: str) -> str:
     """A queued kombu message with its body decoded, so the job ids in its arguments can be read."""
     try:
         msg = json.loads(raw)
     except ValueError:  # a list that is not a queue
-        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return raw
     body = msg.get("body", "")
     if msg.get("properties", {}).get("body_encoding") == "base64":
         body = base64.b64decode(body).decode("utf-8", "replace")
     return json.dumps(msg.get("headers", {})) + body
-
-
-def _key_text(key: bytes | str) -> str:
-    return key.decode() if isinstance(key, bytes) else key
 
 
 def footprint(ctx) -> dict[str, int]:
@@ -53,11 +49,11 @@ def footprint(ctx) -> dict[str, int]:
 
     housekeeping = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
     r = ctx.redis
-    queued = [_message_text(m) for k in r.scan_iter(count=1000) if r.type(k) in ("list", b"list") for m in r.lrange(k, 0, -1)]
+    queued = [_message_text(m) for k in r.scan_iter(count=1000) if r.type(k) == "list" for m in r.lrange(k, 0, -1)]
     counts["queued messages no job owns"] = sum(
         1 for text in queued if not any(j in text for j in jobs) and not any(f'"task": "{t}"' in text for t in housekeeping))
     counts["job keys no job owns"] = sum(
-        1 for k in r.scan_iter(match="finagent:jobs:*", count=1000) if _key_text(k).split(":")[2] not in jobs)
+        1 for k in r.scan_iter(match="finagent:jobs:*", count=1000) if k.split(":")[2] not in jobs)
     return counts
 
 
