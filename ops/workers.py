@@ -5,6 +5,7 @@ whose settings no longer match is restarted, so `FINAGENT_*` changes take effect
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -104,7 +105,7 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
         if info and info["fingerprint"] == fp:
             continue
         if info:
-            _stop_pid(info["pid"])
+            stop_pids([info["pid"]])
         log = _dir(settings) / f"{spec.name}.log"
         beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(
@@ -158,28 +159,33 @@ def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
     raise RuntimeError(f"workers {prefixes} did not answer within {wait_s:.0f}s; see the logs under data_dir/workers")
 
 
-def _stop_pid(pid: int, timeout: float = 20) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)  # warm shutdown: finish running tasks, unacked ones go back to the queue
-    except OSError:
-        return
+def stop_pids(pids: list[int], timeout: float = 20) -> None:
+    """Warm shutdown of several workers at once (each finishes its running tasks; unacked ones go back to the
+    queue), so stopping a set takes as long as its slowest worker, not their sum; SIGKILL for any still alive after
+    `timeout`."""
+    signalled = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            signalled.append(pid)
+        except OSError:
+            pass
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while any(_alive(pid) for pid in signalled) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    for pid in signalled:
+        if _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def stop_workers(settings: Settings) -> list[str]:
-    stopped = []
     with _workers_lock(settings):
+        running = {spec.name: info["pid"] for spec in WORKERS if (info := _read(settings, spec))}
+        stop_pids(list(running.values()))
         for spec in WORKERS:
-            info = _read(settings, spec)
-            if info:
-                _stop_pid(info["pid"])
-                stopped.append(spec.name)
             (_dir(settings) / f"{spec.name}.json").unlink(missing_ok=True)
-    return stopped
+    return list(running)
 
 
 def worker_status(settings: Settings) -> list[dict]:
@@ -245,8 +251,7 @@ class WorkerManager:
             raise RuntimeError(f"workers {nodes} did not start:\n{logs}") from None
 
     def stop(self) -> None:
+        stop_pids([proc.pid for proc in self.procs if proc.poll() is None])
         for proc in self.procs:
-            if proc.poll() is None:
-                _stop_pid(proc.pid)
-                proc.wait(30)
+            proc.wait(30)
         self.procs = []

@@ -247,7 +247,7 @@ def _wait_ready(fa: FinagentClient, want: bool, timeout: float = 30):
 
 def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
     from ops.stack import StackURLs
-    from ops.workers import _stop_pid, wait_ready, worker_env
+    from ops.workers import stop_pids, wait_ready, worker_env
     from workers.topology import Queue, WorkerSpec, worker_argv
 
     with FinagentClient(api_url) as fa:
@@ -280,7 +280,7 @@ def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
             assert pings == 2
             fa.cancel(waiting)
         finally:
-            _stop_pid(proc.pid)
+            stop_pids([proc.pid])
             proc.wait(30)
             log.close()
         exc = _wait_ready(fa, want=False)

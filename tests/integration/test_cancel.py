@@ -14,7 +14,7 @@ from agent.persistence import jobstore
 from agent.persistence.ledger import load_ledger
 from agent.submission import cancel, create
 from ops.stack import StackURLs
-from ops.workers import _stop_pid, wait_ready, worker_env
+from ops.workers import stop_pids, wait_ready, worker_env
 from tasks.dispatch import CeleryDispatcher
 from workers.topology import Queue, WorkerSpec, worker_argv
 
@@ -57,6 +57,6 @@ def test_a_cancel_revokes_the_queued_calls_and_ends_the_job_at_once(ctx, sample_
         assert cancel(ctx, CeleryDispatcher(), job_id) == "cancelled"  # a second cancel changes nothing
     finally:
         for p in procs:
-            _stop_pid(p.pid)
+            stop_pids([p.pid])
             p.wait(30)
     workers.ensure()
