@@ -5,12 +5,13 @@ against `agent.db.reading` (no transaction) and `agent.db.one_transaction` (pipe
 Each shape runs idle and again beside one busy Python thread, as in a worker whose other threads are parsing: every
 round trip hands the GIL away and waits to get it back, so the count of round trips weighs more there.
 
-    .venv/bin/python bench/round_trips.py [--rounds 20] [--json] [--no-write]
+    .venv/bin/python bench/round_trips.py [--rounds 20] [--only REGEX] [--json] [--no-write]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import threading
@@ -34,6 +35,7 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
     from agent.db import one_transaction, reading
     from agent.models.corpus import Period, SearchFilters
     from agent.models.job import JobRequest, JobState
+    from agent.models.research import Evidence
     from agent.persistence import jobstore
     from agent.retrieval import hybrid
 
@@ -85,6 +87,31 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
         with p.connection() as conn, conn.transaction():
             return conn.execute(statement, params).fetchall()
 
+    hits = hybrid.hybrid_search(pool, query, vec, filters=scope)
+    upsert = jobstore._INSERT_EVIDENCE_SQL
+    one_row_sql = ("INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
+                   " VALUES (%s,%s,%s,%s,%s,%s)" + upsert[upsert.index(" ON CONFLICT"):])
+
+    def executemany_evidence(conn, job, rows):  # insert_evidence as it was: a statement per row (executemany)
+        with conn.cursor() as cur:
+            params = [(job, h.citation_key, h.iteration, h.source_type, h.score, Jsonb(h.model_dump(mode="json")))
+                      for h in rows]
+            cur.executemany(one_row_sql, params, returning=True)
+            added = 0
+            while True:
+                added += bool((cur.fetchone() or {}).get("inserted"))
+                if not cur.nextset():
+                    return added
+
+    def evidence_write(cm, insert):  # a search's passages into a job's evidence, without fsync, as add_evidence writes them
+        def run():
+            written[0] += 1  # keys of their own each call: every row is new, as a search's are
+            rows = [Evidence(**h.model_dump() | {"citation_key": f"{h.citation_key}#{written[0]}"}) for h in hits]
+            with cm(pool) as conn:
+                conn.execute("SET LOCAL synchronous_commit = off")
+                return insert(conn, job_id, rows)
+        return run
+
     def search(fetch):
         def run():
             hybrid._fetch = fetch
@@ -99,6 +126,9 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
         "two reads": {"transaction": two_reads(pooled), "reading": two_reads(reading),
                       "reading + pipeline": two_reads(pipelined_read)},
         "ledger write": {"transaction": ledger_write(pooled), "one_transaction": ledger_write(one_transaction)},
+        "evidence write": {"transaction, executemany": evidence_write(pooled, executemany_evidence),
+                           "transaction, one statement": evidence_write(pooled, jobstore.insert_evidence),
+                           "one_transaction, one statement": evidence_write(one_transaction, jobstore.insert_evidence)},
         "filtered search": {"transaction": search(transaction_fetch), "reading": search(current_fetch)},
     }
 
@@ -108,8 +138,8 @@ def _spin(stop: threading.Event) -> None:
         sum(range(1000))
 
 
-def measure(ctx, rounds: int) -> dict:
-    shapes = _shapes(ctx)
+def measure(ctx, rounds: int, only: str = "") -> dict:
+    shapes = {name: variants for name, variants in _shapes(ctx).items() if re.search(only, name)}
     out: dict = {}
     for load in ("idle", "one busy thread"):
         stop = threading.Event()
@@ -147,6 +177,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--only", default="", metavar="REGEX", help="only the shapes whose name matches (implies --no-write)")
     args = parser.parse_args()
     fresh_env(None, embedding_provider="hash", llm_provider="extractive")
     from agent.settings import get_settings
@@ -158,10 +189,10 @@ def main() -> int:
     ctx = bootstrap(settings)
     try:
         ingest(ctx, "transcript", sorted(SAMPLE.glob("*.txt")), fanout=False, quiet=True)
-        result = {"shapes": measure(ctx, args.rounds), "machine": machine()}
+        result = {"shapes": measure(ctx, args.rounds, args.only), "machine": machine()}
     finally:
         stop_embedded(settings)
-    if not args.no_write:
+    if not (args.no_write or args.only):
         write_section("round-trips", markdown(result, ".venv/bin/python bench/round_trips.py" +
                                               (f" --rounds {args.rounds}" if args.rounds != 20 else "")))
     if args.json:

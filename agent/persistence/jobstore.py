@@ -116,32 +116,37 @@ def save_job(conn, job: JobRow, status: str, step: str, result: JobResult | None
 
 
 def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
+    """Add a search's passages to the job's evidence; the number of passages it was the first to add."""
     if not hits:
         return 0
-    with pool.connection() as conn, conn.cursor() as cur:
+    with pool.connection() as conn:  # in pipeline mode (one_transaction) it measured slower: bench/round_trips.py
         async_commit(conn)
-        cur.executemany(
-            "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
-            " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (job_id, citation_key) DO UPDATE"
-            " SET score = EXCLUDED.score, payload = EXCLUDED.payload"
-            # a passage two searches of one iteration found keeps the higher score (ties: the smaller payload),
-            # whichever search finished first, so the evidence's order, and every prompt built from it, is the same
-            # on every run of the same question
-            " WHERE EXCLUDED.iteration = job_evidence.iteration AND (EXCLUDED.score > job_evidence.score"
-            " OR (EXCLUDED.score = job_evidence.score AND EXCLUDED.payload::text < job_evidence.payload::text))"
-            " RETURNING (xmax = 0) AS inserted",
-            # one row per key, in key order: concurrent tasks adding overlapping evidence then take their row locks
-            # in the same order, so they cannot deadlock
-            [(job_id, h.citation_key, h.iteration, h.source_type, h.score, Jsonb(h.model_dump(mode="json")))
-             for h in sorted({h.citation_key: h for h in reversed(hits)}.values(), key=lambda h: h.citation_key)],
-            returning=True,
-        )
-        added = 0
-        while True:
-            row = cur.fetchone()
-            added += bool(row and (row["inserted"] if isinstance(row, dict) else row[0]))
-            if not cur.nextset():
-                return added
+        return insert_evidence(conn, job_id, hits)
+
+
+# One statement for all of a search's passages: executemany sends a statement per row, and each one hands the GIL
+# away and waits to get it back from the worker's busy threads (bench/round_trips.py, "evidence write").
+_INSERT_EVIDENCE_SQL = (
+    "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
+    " SELECT %s, k, (p->>'iteration')::int, p->>'source_type', (p->>'score')::float8, p"
+    " FROM ROWS FROM (unnest(%s::text[]), jsonb_array_elements(%s)) WITH ORDINALITY AS r(k, p, n) ORDER BY n"
+    " ON CONFLICT (job_id, citation_key) DO UPDATE SET score = EXCLUDED.score, payload = EXCLUDED.payload"
+    # a passage two searches of one iteration found keeps the higher score (ties: the smaller payload), whichever
+    # search finished first, so the evidence's order, and every prompt built from it, is the same on every run of
+    # the same question
+    " WHERE EXCLUDED.iteration = job_evidence.iteration AND (EXCLUDED.score > job_evidence.score"
+    " OR (EXCLUDED.score = job_evidence.score AND EXCLUDED.payload::text < job_evidence.payload::text))"
+    " RETURNING (xmax = 0) AS inserted")
+
+
+def insert_evidence(conn, job_id: str, hits: list[Evidence]) -> int:
+    """`add_evidence` on the caller's connection and transaction."""
+    # one row per key, in key order: concurrent tasks adding overlapping evidence then take their row locks in the
+    # same order, so they cannot deadlock
+    rows = sorted({h.citation_key: h for h in reversed(hits)}.values(), key=lambda h: h.citation_key)
+    payloads = Jsonb([h.model_dump(mode="json") for h in rows])  # the other columns are read from each payload
+    inserted = conn.execute(_INSERT_EVIDENCE_SQL, (job_id, [h.citation_key for h in rows], payloads)).fetchall()
+    return sum(bool(r["inserted"]) for r in inserted)
 
 
 _EVIDENCE_SQL = ("SELECT payload::text AS payload FROM job_evidence WHERE job_id = %s"

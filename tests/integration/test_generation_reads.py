@@ -82,3 +82,27 @@ def test_a_read_whose_kept_parse_was_let_go_reads_everything_again(ctx, job_id, 
     monkeypatch.setattr(research._generation_kept, "get", lambda key, v: None)  # ... and no longer does
     again, merged = generation_inputs(ctx, job_id)
     assert again == state and again is not state and [e.text for e in merged.evidence] == ["passage 1", "passage 2"]
+
+
+def _scores(ctx, job_id: str) -> dict[int, float]:
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT score, payload FROM job_evidence WHERE job_id = %s", (job_id,)).fetchall()
+    assert all(r["payload"]["score"] == r["score"] for r in rows)  # the column and the payload agree
+    return {r["payload"]["chunk_id"]: r["score"] for r in rows}
+
+
+def test_add_evidence_counts_what_it_added_and_keeps_each_passage_once_at_its_best_score(ctx):
+    job_id, _ = jobstore.create_job(ctx.pool, JobState(request=JobRequest(question="How did revenue change?")))
+    odd = 0.1 + 0.2  # a float whose shortest decimal form is long: stored and read back exactly
+    # a passage listed twice in one call is added once, as listed first
+    assert jobstore.add_evidence(ctx.pool, job_id, [_passage(2, score=odd), _passage(1), _passage(2, score=0.2)]) == 2
+    assert _scores(ctx, job_id) == {1: 0.5, 2: odd}
+    assert jobstore.add_evidence(ctx.pool, job_id, [_passage(1, score=0.4), _passage(3)]) == 1  # a lower score: kept
+    later = _passage(3, score=0.99).model_copy(update={"iteration": 2})  # a later iteration's find changes nothing
+    assert jobstore.add_evidence(ctx.pool, job_id, [_passage(2, score=0.95), later]) == 0
+    assert _scores(ctx, job_id) == {1: 0.5, 2: 0.95, 3: 0.5}
+    with ctx.pool.connection() as conn:
+        rows = conn.execute("SELECT citation_key, iteration, source_type FROM job_evidence WHERE job_id = %s"
+                            " ORDER BY citation_key", (job_id,)).fetchall()
+    assert [(r["citation_key"], r["iteration"], r["source_type"]) for r in rows] == [
+        (_passage(n).citation_key, 1, "transcript") for n in (1, 2, 3)]
