@@ -108,7 +108,7 @@ def _shapes(ctx) -> dict[str, dict[str, Callable[[], object]]]:
             written[0] += 1  # keys of their own each call: every row is new, as a search's are
             rows = [Evidence(**h.model_dump() | {"citation_key": f"{h.citation_key}#{written[0]}"}) for h in hits]
             with cm(pool) as conn:
-                conn.execute("SET LOCAL synchronous_commit = off")
+                jobstore.async_commit(conn)
                 return insert(conn, job_id, rows)
         return run
 

@@ -98,14 +98,14 @@ def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> li
 def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[str]:
     started = []
     fp = _fingerprint(settings, urls)
-    if not any(_read(settings, spec) for spec in WORKERS):
+    running = {spec.name: info for spec in WORKERS if (info := _read(settings, spec))}
+    if not running:
         _prepare_metrics_dir(settings.metrics_path())
+    current = {name for name, info in running.items() if info["fingerprint"] == fp}
+    stop_pids([info["pid"] for name, info in running.items() if name not in current])  # together, as stop_workers does
     for spec in WORKERS:
-        info = _read(settings, spec)
-        if info and info["fingerprint"] == fp:
+        if spec.name in current:
             continue
-        if info:
-            stop_pids([info["pid"]])
         log = _dir(settings) / f"{spec.name}.log"
         beat = ["-B", "-s", str(_dir(settings) / "celerybeat-schedule")] if spec.beat else []
         proc = subprocess.Popen(

@@ -57,7 +57,6 @@ def footprint(ctx) -> dict[str, int]:
     return counts
 
 
-
 def test_the_footprint_sees_what_a_leaked_submission_would_leave(ctx):
     before = footprint(ctx)
     orphan = f"finagent:jobs:{uuid.uuid4()}:stream"

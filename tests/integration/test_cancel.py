@@ -56,7 +56,7 @@ def test_a_cancel_revokes_the_queued_calls_and_ends_the_job_at_once(ctx, sample_
         assert [c for c in load_ledger(ctx.pool, job_id) if c["tool"].startswith("llm.")] == []  # the plan never ran
         assert cancel(ctx, CeleryDispatcher(), job_id) == "cancelled"  # a second cancel changes nothing
     finally:
+        stop_pids([p.pid for p in procs])
         for p in procs:
-            stop_pids([p.pid])
             p.wait(30)
     workers.ensure()

@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from agent.models.corpus import Period
 from tests.integration.jobs import run_job
 
 pytestmark = pytest.mark.integration
@@ -38,10 +39,9 @@ def _drop_held_out(ctx) -> None:
         conn.execute("VACUUM transcript_chunks")
 
 
-def _period(path: Path) -> tuple[int, int]:
-    """(year, quarter) of a transcript file named TICKER_YYYY_qN.json."""
-    _, year, quarter = path.stem.split("_")
-    return int(year), int(quarter[1])
+def _period(path: Path) -> Period:
+    """The period of a transcript file named TICKER_YYYY_qN.json."""
+    return Period.parse_key(path.stem.split("_", 1)[1])
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +81,12 @@ def _figures(text: str) -> set[str]:
 
 def test_held_out_lookups(ctx, model_worker, held_out_calls):
     failures = []
-    for ticker, (year, quarter) in sorted(held_out_calls.items()):
+    for ticker, period in sorted(held_out_calls.items()):
         for template, concept in LOOKUPS:
-            question = template.format(t=ticker, q=quarter, y=year)
+            question = template.format(t=ticker, q=period.fiscal_quarter, y=period.fiscal_year)
             job, _ = run_job(ctx, question=question, mode="direct")
             r = job.result
-            label = f"Q{quarter} {year}"
+            label = period.label
             cited = " ".join(c.text for c in r.citations).lower()
             problems = []
             if r.status != "completed" or not r.citations:
