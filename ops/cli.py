@@ -146,6 +146,8 @@ def _print_ingest_report(report, as_json: bool) -> None:
             table.add_row(f.path, f"[{style}]{f.status}[/{style}]" if style else f.status, str(f.chunks), str(f.tables), f.reason or "")
         console.print(table)
         console.print(f"{len(report.files)} files, {report.chunks_embedded} chunks embedded in {report.seconds:.1f}s, {len(report.errors)} errors")
+        for r in report.index_rebuilds:
+            console.print(f"vector index {r.name} built after the load, over {r.rows} chunks, in {r.seconds:.1f}s")
     if report.errors:
         raise typer.Exit(code=2)
 

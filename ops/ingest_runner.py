@@ -14,7 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent.context import Context
 from agent.ingest.documents import IngestLimits, Kind, PreparedDocument, expand_paths, file_hash, prepare
 from agent.ingest.errors import IngestError
-from agent.ingest.store import Stored, adopt_recipe, existing_version, first_chunks, is_unchanged, stored_hashes, write_document
+from agent.ingest.store import Stored, adopt_recipe, chunk_table, existing_version, first_chunks, is_unchanged, stored_hashes, write_document
+from agent.ingest.vector_index import IndexRebuild, bulk_load
 from agent.providers.embeddings import Embedder
 from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
@@ -34,6 +35,8 @@ class IngestReport(BaseModel):
     files: list[FileOutcome] = Field(default_factory=list)
     chunks_embedded: int = 0
     seconds: float = 0.0
+    # vector indexes built again after this load's last write (agent/ingest/vector_index.py), included in `seconds`
+    index_rebuilds: list[IndexRebuild] = Field(default_factory=list)
 
     @property
     def errors(self) -> list[FileOutcome]:
@@ -244,34 +247,47 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                 report.files.append(FileOutcome(path=prepared.path, status="error", reason=error))
             progress.advance(write_task)
 
-        if fanout and total > s.embedding_batch_size:
-            fan = _FanOut(ctx, todo)
-            pending = list(range(len(todo)))
-            while pending:
-                embedded, docs = fan.poll()
-                progress.update(embed_task, completed=embedded)
-                for doc in list(pending):
-                    ready, error = docs[doc]
-                    if ready:
-                        store(todo[doc], *(embed(todo[doc]) if error is None else (None, error)))
-                        pending.remove(doc)
-                if pending:
-                    time.sleep(0.2)
-        else:
-            # one writer thread, in order: the documents of a window are written while the next window is embedded
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer") as writer:
-                writes = []
-                for window in embed_windows(todo, INLINE_WINDOW_CHUNKS):
-                    for prepared, (vecs, error) in zip(window, embed_window(ctx.embedder, window, embed)):
-                        progress.advance(embed_task, len(prepared.chunks))
-                        writes.append(writer.submit(store, prepared, vecs, error))
-                for w in writes:
-                    w.result()  # store() reports its own failures; anything else is a bug and is raised
+        incoming: dict[str, int] = {}
+        for prepared in todo:
+            incoming[chunk_table(prepared)] = incoming.get(chunk_table(prepared), 0) + len(prepared.chunks)
+        with bulk_load(ctx.database_url, incoming, s.bulk_load_min_chunks) as load:
+            _embed_and_store(ctx, todo, fanout, progress, embed_task, embed, store)
+            if load.deferred and not quiet:
+                progress.console.print(f"building the vector indexes this load deferred: {', '.join(load.deferred)}")
+        report.index_rebuilds = load.rebuilt
         report.chunks_embedded = total
     report.seconds = time.perf_counter() - started
     if any(f.status in ("added", "replaced") for f in report.files):
         sync_keyword_index(ctx)
     return report
+
+
+def _embed_and_store(ctx: Context, todo: list[PreparedDocument], fanout: bool, progress: Progress, embed_task,
+                     embed: Callable[[PreparedDocument], Embedded], store: Callable[..., None]) -> None:
+    """Embed every document (fanned out over the workers, or inline in windows) and store each as it is ready."""
+    if fanout and sum(len(p.chunks) for p in todo) > ctx.settings.embedding_batch_size:
+        fan = _FanOut(ctx, todo)
+        pending = list(range(len(todo)))
+        while pending:
+            embedded, docs = fan.poll()
+            progress.update(embed_task, completed=embedded)
+            for doc in list(pending):
+                ready, error = docs[doc]
+                if ready:
+                    store(todo[doc], *(embed(todo[doc]) if error is None else (None, error)))
+                    pending.remove(doc)
+            if pending:
+                time.sleep(0.2)
+    else:
+        # one writer thread, in order: the documents of a window are written while the next window is embedded
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer") as writer:
+            writes = []
+            for window in embed_windows(todo, INLINE_WINDOW_CHUNKS):
+                for prepared, (vecs, error) in zip(window, embed_window(ctx.embedder, window, embed)):
+                    progress.advance(embed_task, len(prepared.chunks))
+                    writes.append(writer.submit(store, prepared, vecs, error))
+            for w in writes:
+                w.result()  # store() reports its own failures; anything else is a bug and is raised
 
 
 def sync_keyword_index(ctx: Context) -> None:

@@ -5,6 +5,7 @@ import os
 
 from agent.context import Context
 from agent.db.migrate import upgrade
+from agent.ingest.vector_index import restore_abandoned
 from agent.retrieval.companies import seed_companies
 from agent.settings import Settings, get_settings
 from ops.stack import StackURLs, ensure_stack
@@ -20,6 +21,7 @@ def bootstrap(settings: Settings | None = None, workers: bool = False) -> Contex
     ctx = Context(settings, urls.database_url, urls.redis_url)
     with ctx.pool.connection() as conn:
         seed_companies(conn)
+    restore_abandoned(ctx.pool)  # a bulk load that died left its tables' vector indexes to build
     if workers:
         from ops.workers import start_workers
 

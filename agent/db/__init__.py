@@ -120,8 +120,10 @@ def one_transaction(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
         yield conn
 
 
-def close_pools() -> None:
+def close_pools(url: str | None = None) -> None:
+    """Close the pool of `url`, or every pool."""
     with _lock:
-        for pool in _pools.values():
-            pool.close()
-        _pools.clear()
+        for key in [url] if url else list(_pools):
+            pool = _pools.pop(key, None)
+            if pool is not None:
+                pool.close()

@@ -69,6 +69,11 @@ def adopt_recipe(conn, doc_ids: list[int], recipe: str) -> None:
         conn.execute("UPDATE documents SET recipe = %s WHERE id = ANY(%s) AND recipe IS NULL", (recipe, doc_ids))
 
 
+def chunk_table(prepared: PreparedDocument) -> str:
+    """The table `write_document` writes this document's chunks to."""
+    return "transcript_chunks" if prepared.kind == "transcript" else "tenk_chunks"
+
+
 def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> Outcome:
     doc = prepared.doc
     assert len(embeddings) == len(prepared.chunks)

@@ -227,7 +227,8 @@ def test_another_embedder_re_ingests_the_same_bytes(ctx, corpus, shared_data, tm
     when they are the current embedder's."""
     path = tmp_path / "ZZQ_2021_q1.json"
     path.write_text((shared_data / "transcripts" / "CPF_2021_q1.json").read_text())
-    other = SimpleNamespace(settings=ctx.settings, pool=ctx.pool, redis=ctx.redis, embedder=_OtherEmbedder(ctx.embedder))
+    other = SimpleNamespace(settings=ctx.settings, database_url=ctx.database_url, pool=ctx.pool, redis=ctx.redis,
+                            embedder=_OtherEmbedder(ctx.embedder))
 
     def stored():
         with ctx.pool.connection() as conn:

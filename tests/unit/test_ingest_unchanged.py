@@ -84,7 +84,8 @@ def _embed(texts):
 def ctx():
     pool = SimpleNamespace(connection=lambda: contextlib.nullcontext(object()))
     embedder = SimpleNamespace(name="hash", embed=_embed)
-    return SimpleNamespace(settings=Settings(embedding_provider="hash"), pool=pool, embedder=embedder, redis=None)
+    return SimpleNamespace(settings=Settings(embedding_provider="hash"), database_url="", pool=pool, embedder=embedder,
+                           redis=None)
 
 
 @pytest.fixture
