@@ -136,10 +136,10 @@ class Settings(BaseSettings):
     # the local model's runtime: onnx (ONNX Runtime, agent/providers/onnx_embedder.py) or torch (sentence-transformers)
     embedding_backend: Literal["onnx", "torch"] = "onnx"
     embedding_quantize: Literal["int8", "none"] = "int8"  # onnx only: int8 weights (docs/benchmarks.md has the cost)
-    embedding_threads: int = Field(0, ge=0)
+    embedding_threads: int = Field(0, ge=0)  # onnx batches run at once in a process; 0: one per CPU core
     # an ingest writing at least this many chunks to a table, and at least as many as it holds, drops the table's
     # vector index and builds it after its last write (agent/ingest/vector_index.py); a huge value turns that off
-    bulk_load_min_chunks: int = Field(1000, ge=1)  # onnx batches run at once in a process; 0: one per CPU core
+    bulk_load_min_chunks: int = Field(1000, ge=1)
     model_cache_dir: Path | None = None  # the exported ONNX models; default ~/.cache/finagent/models
     openai_api_key: SecretStr | None = None
     tavily_api_key: SecretStr | None = None

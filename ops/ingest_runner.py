@@ -249,7 +249,8 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
 
         incoming: dict[str, int] = {}
         for prepared in todo:
-            incoming[chunk_table(prepared)] = incoming.get(chunk_table(prepared), 0) + len(prepared.chunks)
+            table = chunk_table(prepared)
+            incoming[table] = incoming.get(table, 0) + len(prepared.chunks)
         with bulk_load(ctx.database_url, incoming, s.bulk_load_min_chunks) as load:
             _embed_and_store(ctx, todo, fanout, progress, embed_task, embed, store)
             if load.deferred and not quiet:
