@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -247,10 +248,9 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
                 report.files.append(FileOutcome(path=prepared.path, status="error", reason=error))
             progress.advance(write_task)
 
-        incoming: dict[str, int] = {}
+        incoming: Counter[str] = Counter()
         for prepared in todo:
-            table = chunk_table(prepared)
-            incoming[table] = incoming.get(table, 0) + len(prepared.chunks)
+            incoming[chunk_table(prepared)] += len(prepared.chunks)
         with bulk_load(ctx.database_url, incoming, s.bulk_load_min_chunks) as load:
             _embed_and_store(ctx, todo, fanout, progress, embed_task, embed, store)
             if load.deferred and not quiet:

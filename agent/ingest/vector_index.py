@@ -67,7 +67,7 @@ def defer(conn, table: str, incoming: int, min_chunks: int) -> list[str]:
     """Drop `table`'s HNSW indexes for a load of `incoming` chunks when `should_defer`, recording each definition in
     the same transaction; the names dropped ([] when the load is small, the indexes are already deferred, or the
     table stays busy past DROP_LOCK_TIMEOUT)."""
-    if incoming < min_chunks:
+    if not should_defer(incoming, 0, min_chunks):  # too small even for an empty table: no need to count its rows
         return []
     try:
         with conn.transaction():
@@ -112,14 +112,11 @@ def restore(conn, abandoned_only: bool = False) -> list[IndexRebuild]:
 def restore_abandoned(pool) -> list[IndexRebuild]:
     """Rebuild the indexes a bulk load deferred and did not live to build (none while a load is running)."""
     with pool.connection() as conn:
-        if conn.execute("SELECT to_regclass('deferred_indexes') IS NOT NULL AS ok").fetchone()["ok"] and \
-                conn.execute("SELECT EXISTS (SELECT 1 FROM deferred_indexes) AS any").fetchone()["any"]:
-            rebuilt = restore(conn, abandoned_only=True)
-            for r in rebuilt:
-                log.warning("rebuilt vector index %s over %d rows in %.1f s (a bulk load had deferred it and stopped)",
-                            r.name, r.rows, r.seconds)
-            return rebuilt
-    return []
+        rebuilt = restore(conn, abandoned_only=True)
+    for r in rebuilt:
+        log.warning("rebuilt vector index %s over %d rows in %.1f s (a bulk load had deferred it and stopped)",
+                    r.name, r.rows, r.seconds)
+    return rebuilt
 
 
 @contextlib.contextmanager
@@ -127,7 +124,7 @@ def bulk_load(database_url: str, incoming: dict[str, int], min_chunks: int) -> I
     """For the duration of a load of `incoming` chunks per table: defer the vector indexes of the tables it fills
     (see `defer`), and build every deferred index again when it ends, however it ends."""
     load = BulkLoad()
-    if not any(n >= min_chunks for n in incoming.values()):
+    if not any(should_defer(n, 0, min_chunks) for n in incoming.values()):
         yield load
         return
     with _connect(database_url) as held:

@@ -10,6 +10,7 @@ import uuid
 import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -18,6 +19,7 @@ from agent.db import close_pools
 from agent.db.migrate import upgrade
 from agent.ingest import vector_index
 from agent.ingest.vector_index import BULK_LOAD_LOCK, bulk_load, defer, hnsw_indexes, restore, restore_abandoned
+from agent.providers.embeddings import as_array
 from ops.cli import sample_corpus_dir
 from ops.ingest_runner import ingest
 
@@ -27,7 +29,9 @@ DIM = 8
 
 
 def _connect(url: str) -> psycopg.Connection:
-    return psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    register_vector(conn)
+    return conn
 
 
 @pytest.fixture
@@ -50,24 +54,24 @@ def probe(ctx):
 
 def _add_rows(conn, table: str, rng, n: int) -> None:
     with conn.cursor() as cur:
-        cur.executemany(sql.SQL("INSERT INTO {} (embedding) VALUES (%s::vector)").format(sql.Identifier(table)),
-                        [(str(list(map(float, v))),) for v in rng.normal(size=(n, DIM))])
+        cur.executemany(sql.SQL("INSERT INTO {} (embedding) VALUES (%s)").format(sql.Identifier(table)),
+                        [(v,) for v in rng.normal(size=(n, DIM)).astype(np.float32)])
 
 
-def _nearest(conn, table: str, query: list[float], k: int = 10, force_index: bool = False) -> list[int]:
+def _nearest(conn, table: str, query: np.ndarray, k: int = 10, force_index: bool = False) -> list[int]:
     with conn.transaction():
         if force_index:
             conn.execute("SET LOCAL enable_seqscan = off")
             conn.execute("SET LOCAL hnsw.ef_search = 400")
-        rows = conn.execute(sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %s::vector LIMIT %s").format(
-            sql.Identifier(table)), (str(query), k)).fetchall()
+        rows = conn.execute(sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %s LIMIT %s").format(
+            sql.Identifier(table)), (query, k)).fetchall()
     return [r["id"] for r in rows]
 
 
-def _exact(conn, table: str, query: list[float], k: int = 10) -> list[int]:
-    rows = conn.execute(sql.SQL("SELECT id, embedding::text AS e FROM {}").format(sql.Identifier(table))).fetchall()
-    vecs = np.array([[float(x) for x in r["e"].strip("[]").split(",")] for r in rows])
-    q = np.array(query)
+def _exact(conn, table: str, query: np.ndarray, k: int = 10) -> list[int]:
+    rows = conn.execute(sql.SQL("SELECT id, embedding FROM {}").format(sql.Identifier(table))).fetchall()
+    vecs = np.stack([as_array(r["embedding"]) for r in rows]).astype(np.float64)
+    q = query.astype(np.float64)
     cos = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
     return [rows[i]["id"] for i in np.argsort(-cos, kind="stable")[:k]]
 
@@ -94,7 +98,7 @@ def test_a_deferred_index_is_recorded_searched_exactly_and_rebuilt_as_it_was(ctx
         assert hnsw_indexes(conn, probe) == []
         assert _deferred(conn, probe) == [{"name": name, "definition": definition}]
         _add_rows(conn, probe, rng, 300)  # the load's rows
-        query = list(map(float, rng.normal(size=DIM)))
+        query = rng.normal(size=DIM).astype(np.float32)
         assert _nearest(conn, probe, query) == _exact(conn, probe, query)  # no index: every row is read
 
         rebuilt = [r for r in restore(conn) if r.table == probe]
@@ -102,11 +106,10 @@ def test_a_deferred_index_is_recorded_searched_exactly_and_rebuilt_as_it_was(ctx
         assert hnsw_indexes(conn, probe) == [(name, definition)]
         assert _deferred(conn, probe) == []
         # the rebuilt index holds the load's rows: each finds itself through an index scan
-        rows = conn.execute(sql.SQL("SELECT id, embedding::text AS e FROM {} WHERE id > 300 ORDER BY id LIMIT 20").format(
+        rows = conn.execute(sql.SQL("SELECT id, embedding FROM {} WHERE id > 300 ORDER BY id LIMIT 20").format(
             sql.Identifier(probe))).fetchall()
         for r in rows:
-            vec = [float(x) for x in r["e"].strip("[]").split(",")]
-            assert _nearest(conn, probe, vec, k=1, force_index=True) == [r["id"]]
+            assert _nearest(conn, probe, as_array(r["embedding"]), k=1, force_index=True) == [r["id"]]
 
 
 def test_a_load_that_fails_still_rebuilds_the_index(ctx, probe):
@@ -159,7 +162,7 @@ def test_a_busy_table_is_loaded_through_its_index(ctx, probe, monkeypatch):
 
 def test_searches_during_a_deferral_are_not_blocked(ctx, probe):
     """A search runs while the index is gone and while it is built again (CREATE INDEX blocks writers only)."""
-    query = list(map(float, np.random.default_rng(5).normal(size=DIM)))
+    query = np.random.default_rng(5).normal(size=DIM).astype(np.float32)
     with _connect(ctx.database_url) as conn:
         defer(conn, probe, incoming=300, min_chunks=100)
         builder = _connect(ctx.database_url)
