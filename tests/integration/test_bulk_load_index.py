@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -136,12 +137,23 @@ def test_an_abandoned_deferral_is_rebuilt_at_the_next_start_and_a_running_one_is
         with _connect(ctx.database_url) as conn:
             assert hnsw_indexes(conn, probe) == []
     finally:
+        backend = loader.info.backend_pid
         loader.close()  # the load dies: its session, and the lock with it, end
+    _wait_session_gone(ctx, backend)
     rebuilt = [r for r in restore_abandoned(ctx.pool) if r.table == probe]
     assert [r.name for r in rebuilt] == [before[0][0]]
     with _connect(ctx.database_url) as conn:
         assert hnsw_indexes(conn, probe) == before
         assert _deferred(conn, probe) == []
+
+
+def _wait_session_gone(ctx, pid: int, timeout: float = 30) -> None:
+    """A closed client's server process exits, releasing its session locks, a moment after the socket closes."""
+    deadline = time.monotonic() + timeout
+    with _connect(ctx.database_url) as conn:
+        while conn.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()["n"]:
+            assert time.monotonic() < deadline, f"server process {pid} still there after {timeout} s"
+            time.sleep(0.05)
 
 
 def test_a_busy_table_is_loaded_through_its_index(ctx, probe, monkeypatch):
