@@ -18,9 +18,10 @@ with the corpus. The candidates therefore come from a bounded set read through t
 query (one held by at most KEYWORD_MATCH_CAP rows). A term's document frequency comes from the planner's statistics
 when they list it among the column's most common elements, otherwise from a GIN probe counted only up to the cap,
 so no statement ever reads a long posting list. A phrase of common words only ("long term") adds no keyword-only
-candidates from the GIN side; an unfiltered search therefore also takes the top n by BM25 from the host's tantivy
-index (agent/retrieval/keyword_index.py) when one has been built, which ranks such a phrase without reading every
-match. All candidates are ranked by the same keyword score. The indexed and the exact (`exact=True`) paths share
+candidates from the GIN side. An unfiltered search on a host whose tantivy index (agent/retrieval/keyword_index.py)
+has been built takes the top n by BM25 instead, which ranks such a phrase without reading every match and a rare
+term's rows first; the GIN side's candidates serve filtered searches and hosts without the index. All candidates
+are ranked by the same keyword score. The indexed and the exact (`exact=True`) paths share
 this definition, so they differ only in the HNSW approximation.
 
 A filtered search reads the filtered rows exactly (a MATERIALIZED scope the HNSW index cannot reach), because on
@@ -146,16 +147,20 @@ _SCOPE_SIZE = "SELECT count(*)::float8 AS n FROM {source}"
 # A row's keyword score: the idf-weighted sum, over the query words it holds, of ts_rank of that word alone (which
 # grows with the word's count in the row, but less and less): a rare exact term outweighs any number of common ones.
 _KEYWORD_SCORE = "(SELECT coalesce(sum(w.idf * ts_rank({row}.tsv, w.q)), 0) FROM words w WHERE {row}.tsv @@ w.q)"
-# Keyword-only candidates: the rows holding every query word when there are 1..cap of them (probed only without
-# BM25 candidates); otherwise the rows holding any of the query's rare terms (those held by at most cap rows), each
-# read through the GIN index; and BM25's top n when the host has the index.
+# Keyword-only candidates: BM25's top n when the host has the index and it holds every row (none past its
+# watermark); otherwise the rows holding every query word when there are 1..cap of them, else the rows holding any of
+# the query's rare terms (those held by at most cap rows), each read through the GIN index, beside BM25's. BM25
+# already ranks a rare term's rows first, and the GIN probes would bring up to cap rows per rare term to be scored one
+# by one (tens of ms at 10k chunks, where many terms are under the cap).
 _KEYWORD = """
-    m_and AS MATERIALIZED (SELECT id FROM {source} WHERE %(and_probe)s AND tsv @@ to_tsquery('english', %(andq)s)
-                           LIMIT %(cap1)s),
+    gin AS MATERIALIZED (SELECT %(bm25_watermark)s::int8 IS NULL
+                                OR EXISTS (SELECT 1 FROM {source} WHERE id > %(bm25_watermark)s) AS probe),
+    m_and AS MATERIALIZED (SELECT id FROM {source} WHERE (SELECT probe FROM gin)
+                           AND tsv @@ to_tsquery('english', %(andq)s) LIMIT %(cap1)s),
     use_and AS MATERIALIZED (SELECT count(*) BETWEEN 1 AND %(cap)s AS yes FROM m_and),
     m AS (SELECT id FROM m_and WHERE (SELECT yes FROM use_and)
           UNION SELECT r.id FROM words, LATERAL (SELECT id FROM {source} WHERE tsv @@ words.q LIMIT %(cap1)s) r
-                WHERE words.rare AND NOT (SELECT yes FROM use_and)
+                WHERE (SELECT probe FROM gin) AND words.rare AND NOT (SELECT yes FROM use_and)
           UNION SELECT unnest(%(bm25_ids)s::int8[])),
     kw AS (SELECT s.id FROM m JOIN {source} s USING (id) ORDER BY """ + _KEYWORD_SCORE.format(row="s") + """ DESC, s.id
            LIMIT %(n)s)"""
@@ -280,10 +285,10 @@ def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None
 
 def _with_bm25(params: dict, bm25) -> dict:
     """The parameters with BM25's candidates, when there is an index to ask. BM25 already ranks the rows holding
-    every word first, so then the GIN probe of those rows (every posting of every word: 13 ms for three common
-    words at 1M chunks) is skipped."""
-    ids = bm25() if bm25 else []
-    return params | {"bm25_ids": ids, "and_probe": not ids}
+    every word, and those holding a rare term, first, so the GIN probes for those rows (every posting of every word:
+    13 ms for three common words at 1M chunks) run only for rows the index does not hold yet."""
+    found = bm25() if bm25 else keyword_index.Candidates()
+    return params | {"bm25_ids": found.ids, "bm25_watermark": found.watermark if found.ids else None}
 
 
 def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params: dict, mode: Mode = "hybrid",
@@ -341,7 +346,7 @@ def search_params(query_text: str, query_vec, n: int) -> dict[str, Any]:
     """The statement parameters of a search for `query_text` with `n` candidates per side (filters aside)."""
     return {"orq": or_tsquery_text(query_text), "andq": and_tsquery_text(query_text), "vec": query_vec, "n": n,
             "cap": KEYWORD_MATCH_CAP, "cap1": KEYWORD_MATCH_CAP + 1, "words": query_words(query_text),
-            "idf_max_share": IDF_MAX_SHARE, "bm25_ids": [], "and_probe": True}
+            "idf_max_share": IDF_MAX_SHARE, "bm25_ids": [], "bm25_watermark": None}
 
 
 def hybrid_search(

@@ -10,8 +10,9 @@ The index is derived data, never the source of truth:
 - It lives under the data dir (`keyword-index/<corpus>`), one per host, and holds only chunk ids and stemmed text.
 - `sync` appends the rows past its watermark (the highest chunk id it holds), under an inter-process lock, so one
   writer at a time; readers never block. The ingest runner syncs after a run, and beat syncs every minute.
-- Rows past the watermark are still found by the GIN side, which reads the whole table; a replaced document's old
-  ids stay in the index until `rebuild` but are dropped when candidates are joined to the table.
+- While the table has rows past the watermark, hybrid search also takes the GIN side's keyword candidates, which
+  read the whole table (with none, BM25's candidates stand alone); a replaced document's old ids stay in the index
+  until `rebuild` but are dropped when candidates are joined to the table.
 - An index built against another database (its system identifier differs) is ignored.
 Filtered searches never use it: their scope is read exactly.
 """
@@ -39,6 +40,14 @@ class IndexMeta(BaseModel):
     system_id: str
     watermark: int = 0
     documents: int = 0
+
+
+class Candidates(BaseModel):
+    """BM25's top chunk ids for a query, and the highest chunk id the index held when it answered: rows past the
+    watermark were not ranked."""
+
+    ids: list[int] = []
+    watermark: int = 0
 
 
 class SyncReport(BaseModel):
@@ -92,10 +101,14 @@ class KeywordIndex:
     def search(self, text: str, n: int, system_id: str | None = None) -> list[int]:
         """The ids of the top n chunks by BM25 over the OR of the text's words; none when the index was never
         committed or (given `system_id`) was built against another database."""
+        return self.ranked(text, n, system_id).ids
+
+    def ranked(self, text: str, n: int, system_id: str | None = None) -> Candidates:
+        """`search`'s ids with the watermark of the index they were read from."""
         terms = query_terms(text)
         meta = self.meta() if terms else None
         if meta is None or (system_id is not None and meta.system_id != system_id):
-            return []
+            return Candidates()
         query = self._index.parse_query(terms, ["text"])
         searcher = self._index.searcher()
         # tantivy breaks score ties by document address, which a segment merge (after any commit, a beat sync's
@@ -104,7 +117,8 @@ class KeywordIndex:
         hits = searcher.search(query, 2 * n).hits
         cut = hits[n - 1][0] if len(hits) >= n else float("-inf")
         kept = [(score, searcher.doc(address)["id"][0]) for score, address in hits if score >= cut]
-        return [chunk for _, chunk in sorted(kept, key=lambda h: (-h[0], h[1]))[:n]]
+        return Candidates(ids=[chunk for _, chunk in sorted(kept, key=lambda h: (-h[0], h[1]))[:n]],
+                          watermark=meta.watermark)
 
     def sync(self, pool, corpus: str, rebuild: bool = False) -> SyncReport:
         """Append the chunks past the watermark (all of them with `rebuild`), in batches, each batch committed with
@@ -193,10 +207,10 @@ def for_corpus(corpus: str, data_dir: Path | None = None) -> KeywordIndex | None
     return _open(path)
 
 
-def candidates(pool, corpus: str, text: str, n: int) -> list[int]:
+def candidates(pool, corpus: str, text: str, n: int) -> Candidates:
     """BM25's top n chunk ids for an unfiltered search, or none when there is no index of this database."""
     index = for_corpus(corpus)
-    return index.search(text, n, system_id=_system_id_of(pool)) if index is not None else []
+    return index.ranked(text, n, system_id=_system_id_of(pool)) if index is not None else Candidates()
 
 
 _system_ids: dict[str, str] = {}

@@ -46,7 +46,7 @@ def _drop_tickers(ctx, tickers: list[str]) -> None:
 def no_bm25_index(monkeypatch):
     """These tests recompute the GIN and semantic definition in Python; the workers' beat may have built a BM25 index
     in the session's data dir meanwhile, whose candidates tests/integration/test_keyword_index.py covers."""
-    monkeypatch.setattr(keyword_index, "candidates", lambda *args, **kwargs: [])
+    monkeypatch.setattr(keyword_index, "candidates", lambda *args, **kwargs: keyword_index.Candidates())
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ def test_hybrid_search_scores_bm25_candidates_and_drops_deleted_ones(ctx, indexe
     index, _ = indexed
     monkeypatch.setattr(keyword_index, "for_corpus", lambda corpus, data_dir=None: index)
     vec = ctx.embed_query(PHRASE)
-    bm25 = keyword_index.candidates(ctx.pool, "transcript", PHRASE, 60)
+    bm25 = keyword_index.candidates(ctx.pool, "transcript", PHRASE, 60).ids
     assert bm25 == index.search(PHRASE, 60)
     # cap 0: the GIN side adds nothing, so the keyword candidates are BM25's alone, ranked by the keyword score
     params = hybrid.search_params(PHRASE, vec, 60) | {"cap": 0, "cap1": 1, "bm25_ids": bm25}
@@ -90,8 +90,35 @@ def test_hybrid_search_scores_bm25_candidates_and_drops_deleted_ones(ctx, indexe
         conn.rollback()
 
 
+def test_the_gin_side_adds_candidates_only_while_rows_are_past_the_watermark(ctx, indexed):
+    """BM25 ranks every row it holds, a rare term's first; the GIN side's probes (every word's rows, a rare term's
+    rows) are for rows it does not hold yet. The BM25 list here leaves out the rare word's rows on purpose, so any of
+    them among the candidates came from the GIN side."""
+    index, _ = indexed
+    with ctx.pool.connection() as conn:
+        word = conn.execute(
+            "SELECT word FROM ts_stat('SELECT tsv FROM transcript_chunks') WHERE ndoc BETWEEN 2 AND 5"
+            " AND word ~ '^[a-z]{5,}$' AND plainto_tsquery('english', word)::text = quote_literal(word)"
+            " ORDER BY word LIMIT 1").fetchone()["word"]
+        holders = {r["id"] for r in conn.execute(
+            "SELECT id FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)", (word,))}
+        top = conn.execute("SELECT max(id) AS top FROM transcript_chunks").fetchone()["top"]
+    bm25 = [i for i in index.search(PHRASE, 60) if i not in holders]
+    statement = hybrid._query("transcript", sql.SQL(""), False, "keyword")
+    vec = ctx.embed_query(word)
+
+    def candidates(watermark: int | None) -> set[int]:
+        params = hybrid.search_params(word, vec, 60) | {"bm25_ids": bm25, "bm25_watermark": watermark}
+        with ctx.pool.connection() as conn:
+            return {r["id"] for r in conn.execute(statement, params).fetchall() if r["id"] is not None}
+
+    assert holders and candidates(top) == set(bm25)  # the index holds every row: BM25's candidates alone
+    assert holders <= candidates(top - 1)  # a row past the watermark: the GIN side probes again
+    assert holders <= candidates(None)  # no BM25 candidates at all
+
+
 def test_an_index_of_another_database_is_ignored(ctx, indexed, monkeypatch):
     index, _ = indexed
     monkeypatch.setattr(keyword_index, "for_corpus", lambda corpus, data_dir=None: index)
     monkeypatch.setattr(keyword_index, "_system_id_of", lambda pool: "another")
-    assert keyword_index.candidates(ctx.pool, "transcript", PHRASE, 60) == []
+    assert keyword_index.candidates(ctx.pool, "transcript", PHRASE, 60).ids == []

@@ -35,7 +35,8 @@ def test_indexed_and_exact_paths_share_the_keyword_definition():
     for text in (indexed, exact):
         assert "ts_rank(s.tsv, w.q)), 0) FROM words w WHERE s.tsv @@ w.q) DESC, s.id" in text  # keyword ties by id
         assert "count(*) BETWEEN 1 AND %(cap)s" in text  # every word's rows, when selective
-        assert "WHERE words.rare AND NOT (SELECT yes FROM use_and)" in text  # else the rare terms' rows
+        assert "WHERE (SELECT probe FROM gin) AND words.rare AND NOT (SELECT yes FROM use_and)" in text  # else the rare terms' rows
+        assert "%(bm25_watermark)s::int8 IS NULL OR EXISTS" in text  # GIN probes only for rows BM25 does not hold
         assert "LIMIT %(cap1)s" in text.split("m_and AS")[0]  # a term's frequency is probed only to the cap
         assert "UNION SELECT unnest(%(bm25_ids)s::int8[])" in text  # BM25's candidates join the keyword side
         assert "pg_stats" in text  # a whole table's common terms: from the planner's statistics
@@ -45,6 +46,6 @@ def test_filtered_search_reads_a_materialized_scope():
     f = SearchFilters(tickers=["aapl"], periods=[Period(fiscal_year=2024, fiscal_quarter=1)])
     text = _sql("transcript", f, True)
     assert "scope AS MATERIALIZED (SELECT id, embedding, tsv FROM \"transcript_chunks\" WHERE ticker = ANY" in text
-    assert "FROM scope WHERE %(and_probe)s AND tsv @@ to_tsquery('english', %(andq)s)" in text
+    assert "FROM scope WHERE (SELECT probe FROM gin) AND tsv @@ to_tsquery('english', %(andq)s)" in text
     assert "pg_stats" not in text and "SELECT count(*)::float8 AS n FROM scope" in text  # the scope's own frequencies
     assert '"tenk_chunks"' in _sql("10k", SearchFilters(items=["7"]), True)
