@@ -407,9 +407,10 @@ the search runs them at once on two connections. `keyword_match_share` = the sha
 match set (rows holding every query word, else any), `keyword_over_cap_share` = the share of queries whose match set
 is over the cap (no keyword-only candidates). `rare_term_*`: queries of one word held by at most 5 chunks and a
 common word ("<word> outlook"); recall@15 = the share whose top 15 holds a chunk with that word, for the GIN side's
-candidates alone (`keyword_side`, no BM25), for the keyword-only search and for the default hybrid search. `indexed_insert_chunks_per_s` = the same COPY with the HNSW index in
-place; `ingest_chunks_per_s` = the real path (`ops.ingest_runner.ingest`, fanout off, hash embedder so that the
-figure is the pipeline's and not the model's, a few real transcript files, on the largest table).
+candidates alone (`keyword_side`, no BM25), for the keyword-only search and for the default hybrid search.
+`indexed_insert_chunks_per_s` = the same COPY with the HNSW index in place; `ingest_chunks_per_s` = the real path
+(`ops.ingest_runner.ingest`, fanout off, hash embedder so that the figure is the pipeline's and not the model's, a
+few real transcript files, on the largest table).
 
 Keyword side (agent/retrieval/hybrid.py): every candidate's keyword score is BM25's idea on Postgres full text, the
 sum over the query terms it holds of the term's idf times ts_rank of that term alone. No index ranks full-text
@@ -417,9 +418,9 @@ matches, and ranking every chunk that holds any query word (about 18% of 100k ch
 p50, so keyword-only candidates come from the host's BM25 index (tantivy, agent/retrieval/keyword_index.py), top n
 by BM25, when it holds every row of the table; else (rows not synced yet, no index, a filtered scope) from a bounded
 set read through the GIN index as well: the rows holding every query word when there are 1..500 of them, else the
-rows holding any rare term (one held by at most 500 rows). A term's
-document frequency comes from the planner's most-common-element statistics of the tsv column, or from a GIN probe
-counted only to 501, so no statement reads a long posting list. `keyword_no_candidates_share` = the share of
+rows holding any rare term (one held by at most 500 rows). A term's document frequency comes from the planner's
+most-common-element statistics of the tsv column, or from a GIN probe counted only to 501, so no statement reads a
+long posting list. `keyword_no_candidates_share` = the share of
 queries left with semantic candidates only (a phrase of common words). Memory: `*_mb` are sizes on disk
 (`pg_table_size`, `pg_relation_size`); `search_working_set_mb` = every index of the chunk table, what a warm search
 reads and what shared_buffers must hold. The embedded Postgres sizes shared_buffers and maintenance_work_mem from

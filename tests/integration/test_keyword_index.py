@@ -102,7 +102,6 @@ def test_the_gin_side_adds_candidates_only_while_rows_are_past_the_watermark(ctx
             " ORDER BY word LIMIT 1").fetchone()["word"]
         holders = {r["id"] for r in conn.execute(
             "SELECT id FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)", (word,))}
-        top = conn.execute("SELECT max(id) AS top FROM transcript_chunks").fetchone()["top"]
     bm25 = [i for i in index.search(PHRASE, 60) if i not in holders]
     statement = hybrid._query("transcript", sql.SQL(""), False, "keyword")
     vec = ctx.embed_query(word)
@@ -112,8 +111,8 @@ def test_the_gin_side_adds_candidates_only_while_rows_are_past_the_watermark(ctx
         with ctx.pool.connection() as conn:
             return {r["id"] for r in conn.execute(statement, params).fetchall() if r["id"] is not None}
 
-    assert holders and candidates(top) == set(bm25)  # the index holds every row: BM25's candidates alone
-    assert holders <= candidates(top - 1)  # a row past the watermark: the GIN side probes again
+    assert holders and candidates(2**62) == set(bm25)  # the index holds every row: BM25's candidates alone
+    assert holders <= candidates(min(holders) - 1)  # rows past the watermark: the GIN side probes again
     assert holders <= candidates(None)  # no BM25 candidates at all
 
 
