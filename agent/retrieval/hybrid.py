@@ -196,8 +196,9 @@ _TS_RANK = "ts_rank_cd(c.tsv, to_tsquery('english', %(orq)s))"
 Part = Literal["both", "both_ranked", "semantic", "semantic_terms", "keyword", "ranked_keyword", "idf_keyword"]
 _TERM_RANKS = """(SELECT coalesce(jsonb_object_agg(t.lexeme, ts_rank(c.tsv, t.q)), '{}'::jsonb)
                   FROM terms t WHERE c.tsv @@ t.q)"""
+# MATERIALIZED: the terms are read once per candidate row (_TERM_RANKS); inlined, each row stemmed the words again
 _TERMS_ONLY = """
-    terms AS (SELECT DISTINCT quote_literal(lexeme)::tsquery AS q, lexeme
+    terms AS MATERIALIZED (SELECT DISTINCT quote_literal(lexeme)::tsquery AS q, lexeme
               FROM unnest(%(words)s::text[]) w, unnest(tsvector_to_array(to_tsvector('english', w))) lexeme)"""
 _WITH_IDFS = """
     SELECT s.*, i.idfs FROM (SELECT coalesce(jsonb_object_agg(lexeme, idf), '{{}}'::jsonb) AS idfs FROM words) i
