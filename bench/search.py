@@ -337,7 +337,8 @@ def headline(out: dict, labels: list[str]) -> dict:
 PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"),
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
 PER_SIZE = ["chunks", "cold_p50_ms", "cold_p95_ms", "cold_filtered_p50_ms", "cold_filtered_p95_ms", "ef_search",
-            "semantic_part_p50_ms", "keyword_part_p50_ms", "bm25_part_p50_ms", "keyword_match_share_p50", "keyword_over_cap_share",
+            "hnsw_part_p50_ms", "semantic_part_p50_ms", "keyword_part_p50_ms", "bm25_part_p50_ms", "keyword_match_share_p50",
+            "keyword_over_cap_share",
             "keyword_no_candidates_share",
             "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
@@ -403,7 +404,8 @@ Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; filtered = one ticke
 Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query (unfiltered at 100k: the
 first `exact_queries` queries). `unfiltered_repeat_overlap` = overlap of the same default query run twice.
 `semantic_part` / `keyword_part` = the two candidate statements of an unfiltered search, each run alone (30 queries);
-the search runs them at once on two connections. `keyword_match_share` = the share of all chunks in a query's keyword
+the search runs them at once on two connections. `hnsw_part` = the semantic statement's HNSW read of 60 ids alone
+(what `semantic_part` measured before 2026-11-27). `keyword_match_share` = the share of all chunks in a query's keyword
 match set (rows holding every query word, else any), `keyword_over_cap_share` = the share of queries whose match set
 is over the cap (no keyword-only candidates). `rare_term_*`: queries of one word held by at most 5 chunks and a
 common word ("<word> outlook"); recall@15 = the share whose top 15 holds a chunk with that word, for the GIN side's
