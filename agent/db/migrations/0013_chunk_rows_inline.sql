@@ -3,6 +3,7 @@
 -- one back through the TOAST index (about three page reads) every time a statement named it: the similarity of a
 -- candidate, and twice per query term for its keyword score. With the target at a whole page a chunk row stays in the
 -- heap, uncompressed; only a row over a page is still moved out. Rows written before this migration keep their TOAST
--- values until they are written again (a re-ingest, or VACUUM FULL, which rewrites the table under an exclusive lock).
+-- values until they are written again: ingest rewrites a changed document's rows, and `VACUUM FULL transcript_chunks`
+-- rewrites a whole table (under an exclusive lock, so not here).
 ALTER TABLE transcript_chunks SET (toast_tuple_target = 8160);
 ALTER TABLE tenk_chunks SET (toast_tuple_target = 8160);
