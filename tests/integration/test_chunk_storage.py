@@ -38,6 +38,7 @@ INSERTS = {
 def test_a_chunk_row_keeps_its_vector_and_tsvector_in_the_heap(ctx, table):
     text, vec = _row(7)
     with psycopg.connect(ctx.database_url) as conn:  # one transaction, rolled back: nothing is left behind
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # other tests' writes do not move the counts
         conn.execute("INSERT INTO companies (ticker, name) VALUES ('ZZST', 'Storage probe')")
         doc = conn.execute("INSERT INTO documents (kind, ticker, fiscal_year, fiscal_quarter, source_path, content_hash)"
                            " VALUES (%s, 'ZZST', 2030, 1, 'probe', 'probe') RETURNING id",
