@@ -93,13 +93,11 @@ def breakdown(ctx, queries: list[str], vecs, percentile) -> dict:
     match set and the ranking of at most `cap` rows), the share of chunks in the keyword match set (rows holding
     every query word, else any), the share of queries whose match set is over the cap, and the share of queries that
     get no keyword-only candidates at all (every word, and the rows holding all of them, over the cap)."""
-    from psycopg import sql
-
     from agent.retrieval import hybrid, keyword_index
 
     cap = hybrid.KEYWORD_MATCH_CAP
-    keyword_sql = hybrid._query("transcript", sql.SQL(""), False, "keyword")
-    semantic_sql = hybrid._query("transcript", sql.SQL(""), False, "semantic_terms")
+    keyword_sql = hybrid._indexed_query("transcript", "keyword")
+    semantic_sql = hybrid._indexed_query("transcript", "semantic_terms")
     hnsw, sem, kw, bm25, share, over, empty = [], [], [], [], [], [], []
     with ctx.pool.connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
