@@ -56,7 +56,8 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
 KEYWORD_MATCH_CAP = 500  # a match set (or a term) of at most this many rows is selective: its rows are candidates
 EF_SEARCH = 150  # hnsw.ef_search of the unfiltered path (at least n); recall vs latency in docs/benchmarks.md
 # A larger graph needs a wider beam for the same recall: at a million chunks ef 150 found 0.86 of the exact semantic
-# top 15, ef 250-600 about 0.93 (docs/benchmarks.md). Tables over LARGE_TABLE rows search with EF_SEARCH_LARGE.
+# top 15, ef 250-600 about 0.93. Tables over LARGE_TABLE rows search with EF_SEARCH_LARGE; at 1M, ef 200-400 cost
+# the whole search within 1 ms of each other while hybrid recall fell from 0.965 to 0.95 (docs/benchmarks.md).
 LARGE_TABLE, EF_SEARCH_LARGE = 300_000, 400
 _SIZE_TTL_S = 60.0
 _sizes: dict[tuple[str, str], tuple[float, float]] = {}
@@ -162,8 +163,8 @@ _KEYWORD = """
           UNION SELECT r.id FROM words, LATERAL (SELECT id FROM {source} WHERE tsv @@ words.q LIMIT %(cap1)s) r
                 WHERE (SELECT probe FROM gin) AND words.rare AND NOT (SELECT yes FROM use_and)
           UNION SELECT unnest(%(bm25_ids)s::int8[])),
-    kw AS (SELECT s.id FROM m JOIN {source} s USING (id) ORDER BY """ + _KEYWORD_SCORE.format(row="s") + """ DESC, s.id
-           LIMIT %(n)s)"""
+    kw AS (SELECT s.id, """ + _KEYWORD_SCORE.format(row="s") + """ AS rank FROM m JOIN {source} s USING (id)
+           ORDER BY rank DESC, s.id LIMIT %(n)s)"""
 # keyword-only search ranks every row holding any query word: no cap, no AND pre-selection (an eval and a
 # diagnostic, not the interactive path)
 _RANKED_KEYWORD = """
@@ -249,8 +250,9 @@ def _query(corpus: Corpus, where: sql.Composable, exact: bool, part: Part = "bot
         ctes.append(sql.SQL(_IDF_KEYWORD).format(source=source))
     union = "(SELECT id FROM sem UNION SELECT id FROM kw) cand"
     cand = {"both": union, "both_ranked": union, "semantic": "sem", "semantic_terms": "sem"}.get(part, "kw")
-    # the IDF rank is computed with its candidates; the selective keyword side ranks by its own idf score
-    rank = {"idf_keyword": "kw.rank", "both": _KEYWORD_SCORE.format(row="c"), "keyword": _KEYWORD_SCORE.format(row="c"),
+    # the IDF rank and the selective keyword side's idf score are computed with their candidates; the union of both
+    # sides scores each of its rows
+    rank = {"idf_keyword": "kw.rank", "both": _KEYWORD_SCORE.format(row="c"), "keyword": "kw.rank",
             "semantic_terms": _TERM_RANKS}.get(part, _TS_RANK)
     scored = sql.SQL(_SCORED).format(
         cand=sql.SQL(cand), t=t, rank=sql.SQL(rank), cols=sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(x.strip()) for x in cols.split(",")))

@@ -33,7 +33,8 @@ def test_indexed_and_exact_paths_share_the_keyword_definition():
     assert "ORDER BY embedding <=> %(vec)s LIMIT" in indexed  # the HNSW index
     assert "(embedding <=> %(vec)s) + 0, id" in exact  # brute force, ties by id
     for text in (indexed, exact):
-        assert "ts_rank(s.tsv, w.q)), 0) FROM words w WHERE s.tsv @@ w.q) DESC, s.id" in text  # keyword ties by id
+        assert "ts_rank(s.tsv, w.q)), 0) FROM words w WHERE s.tsv @@ w.q) AS rank" in text  # the idf score
+        assert "ORDER BY rank DESC, s.id LIMIT %(n)s" in text  # keyword ties by id
         assert "count(*) BETWEEN 1 AND %(cap)s" in text  # every word's rows, when selective
         assert "WHERE (SELECT probe FROM gin) AND words.rare AND NOT (SELECT yes FROM use_and)" in text  # else the rare terms' rows
         assert "%(bm25_watermark)s::int8 IS NULL OR EXISTS" in text  # GIN probes only for rows BM25 does not hold
