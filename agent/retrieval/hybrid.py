@@ -56,8 +56,8 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&.\-]*")
 KEYWORD_MATCH_CAP = 500  # a match set (or a term) of at most this many rows is selective: its rows are candidates
 EF_SEARCH = 150  # hnsw.ef_search of the unfiltered path (at least n); recall vs latency in docs/benchmarks.md
 # A larger graph needs a wider beam for the same recall: at a million chunks ef 150 found 0.86 of the exact semantic
-# top 15, ef 250-600 about 0.93. Tables over LARGE_TABLE rows search with EF_SEARCH_LARGE; at 1M, ef 200-400 cost
-# the whole search within 1 ms of each other while hybrid recall fell from 0.965 to 0.95 (docs/benchmarks.md).
+# top 15, ef 250-600 about 0.93. Tables over LARGE_TABLE rows search with EF_SEARCH_LARGE; at 1M, from ef 400 to 200
+# hybrid recall fell from 0.965 to 0.95 while the search's time moved less than its warm-up did (bench/search_ef.py).
 LARGE_TABLE, EF_SEARCH_LARGE = 300_000, 400
 _SIZE_TTL_S = 60.0
 _sizes: dict[tuple[str, str], tuple[float, float]] = {}
