@@ -36,6 +36,7 @@ def markdown(rows: list[dict], chunks: int) -> str:
 
 
 def run(ctx, args, say) -> dict:
+    from agent.providers.embeddings import LocalEmbedder
     from agent.retrieval import hybrid
 
     with ctx.pool.connection() as conn:
@@ -44,7 +45,9 @@ def run(ctx, args, say) -> dict:
         raise SystemExit(f"{args.data_dir} holds no chunks: build them with bench/search.py --data-dir {args.data_dir}")
     base = common.real_chunks(args.transcripts)
     queries = search.build_queries(base, args.queries)
-    vecs = [common.SentenceMeanEmbedder(base, say).embed_query(q) for q in queries]
+    # the queries are embedded by the model, one by one, as bench/search.py embeds them (the corpus is already built)
+    model = LocalEmbedder()
+    vecs = [model.embed([q])[0] for q in queries]
     say(f"BM25 index: {search.bm25_index(ctx, 'run', {})}")
     say(f"exact reference for {args.exact_queries} queries of {chunks} chunks")
     _, exact, _ = search.run_pass(ctx, queries[:args.exact_queries], vecs[:args.exact_queries], None, True)
