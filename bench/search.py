@@ -159,14 +159,12 @@ def rare_term_recall(ctx, embed_query, label: str) -> dict:
     """For queries of one rare word and a common one: is a chunk holding the rare word in the top 15 of hybrid
     search's own keyword side (its keyword-only candidates), of the keyword-only search (mode="keyword", which ranks
     every row holding a query word) and of the default hybrid search?"""
-    from psycopg import sql
-
     from agent.retrieval import hybrid
     from agent.retrieval.hybrid import hybrid_search
 
     terms = rare_terms(ctx)
     found = {"keyword_side": 0, "keyword": 0, "hybrid": 0}
-    side_sql = hybrid._query("transcript", sql.SQL(""), False, "keyword")
+    side_sql = hybrid._indexed_query("transcript", "keyword")
     for i, (word, ids) in enumerate(terms):
         query = f"{word} {RARE_SUFFIXES[i % len(RARE_SUFFIXES)]}"
         vec = embed_query(query)
