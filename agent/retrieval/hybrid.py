@@ -275,14 +275,22 @@ def _indexed_query(corpus: Corpus, part: Part) -> sql.Composed:
     return _query(corpus, _NO_FILTER, False, part)
 
 
+# The unfiltered statements are planned once per connection, not once per search. With PostgreSQL's default a
+# prepared statement is planned again with each search's values whenever that plan looks cheaper than a generic one,
+# and at 1M chunks both statements were planned again on every search (pg_prepared_statements): about 2.8 ms of
+# server CPU per search. The generic plans return the same top 15 (bench/search_ab.py, docs/benchmarks.md).
+GENERIC_PLAN = {"plan_cache_mode": "force_generic_plan"}
+
+
 def _fetch(pool, query: sql.Composed, params: dict, ef_search: int | None = None, settings: dict | None = None) -> list[dict]:
     local = ({"hnsw.ef_search": ef_search} if ef_search else {}) | (settings or {})
     if not local:  # one statement needs no transaction: no BEGIN and COMMIT around it
         with reading(pool) as conn:
             return conn.execute(query, params).fetchall()
     with pool.connection() as conn, conn.transaction():
-        for name, value in local.items():
-            conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(str(value))))
+        # every setting in one message (no parameters: the simple protocol takes several statements at once)
+        conn.execute(sql.SQL("; ").join(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(str(value)))
+                                        for name, value in local.items()))
         return conn.execute(query, params).fetchall()
 
 
@@ -311,9 +319,10 @@ def _candidates(pool, corpus: Corpus, where: sql.Composable, exact: bool, params
         return _fetch(pool, _query(corpus, where, True, "both_ranked" if ranked else "both"), _with_bm25(params, bm25))
     statement = _indexed_query if whole_table else functools.partial(_query, where=where, exact=False)
     keyword_statement = statement(corpus, part="ranked_keyword" if ranked else "keyword")
-    keyword = _executor().submit(lambda: _fetch(pool, keyword_statement, _with_bm25(params, bm25)))
+    generic = GENERIC_PLAN if whole_table else None
+    keyword = _executor().submit(lambda: _fetch(pool, keyword_statement, _with_bm25(params, bm25), settings=generic))
     rows = _fetch(pool, statement(corpus, part="semantic" if ranked else "semantic_terms"), params,
-                  ef_search=_ef_search(pool, corpus, params["n"], iterative), settings=iterative)
+                  ef_search=_ef_search(pool, corpus, params["n"], iterative), settings=iterative or generic)
     keyword_rows = keyword.result()
     if not ranked:
         idfs = keyword_rows[0]["idfs"] if keyword_rows else {}
