@@ -13,11 +13,8 @@ between the sides. Prints a markdown table (or one JSON object); docs/benchmarks
 """
 from __future__ import annotations
 
-import argparse
-import json
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 from unittest import mock
@@ -25,7 +22,7 @@ from unittest import mock
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common, search
+from bench import common, kept_corpus, search
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH_MODULES = ("agent/retrieval/keyword_index.py", "agent/retrieval/hybrid.py")  # in load order
@@ -106,18 +103,10 @@ def markdown(result: dict) -> str:
 
 
 def run(ctx, args, say) -> dict:
-    from agent.providers.embeddings import LocalEmbedder
     from agent.retrieval import hybrid
 
-    with ctx.pool.connection() as conn:
-        chunks = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
-    if not chunks:
-        raise SystemExit(f"{args.data_dir} holds no chunks: build them with bench/search.py --data-dir {args.data_dir}")
-    queries = search.build_queries(common.real_chunks(args.transcripts), args.queries)
-    model = LocalEmbedder()  # the queries are embedded by the model, one by one, as bench/search.py embeds them
-    vecs = [model.embed([q])[0] for q in queries]
+    chunks, queries, vecs = kept_corpus.queries(ctx, args, say)
     filters = search.make_filters(search.full_tickers(ctx), len(queries))
-    say(f"BM25 index: {search.bm25_index(ctx, 'run', {})}")
     sides = {"base": base_search(args.base), "head": hybrid.hybrid_search}
     kinds = {"unfiltered": None, "filtered": filters}
     pids = postgres_pids()
@@ -138,23 +127,10 @@ def run(ctx, args, say) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", required=True, help="a data dir kept by bench/search.py --data-dir")
+    p = kept_corpus.parser(__doc__)
     p.add_argument("--base", required=True, help="the git revision to measure the working tree against")
     p.add_argument("--rounds", type=int, default=3, help="passes a side (each unfiltered and filtered)")
-    p.add_argument("--queries", type=int, default=100)
-    p.add_argument("--transcripts", type=Path, default=search.TRANSCRIPTS)
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    if not (Path(args.data_dir) / search.REUSED).is_file():
-        p.error(f"{args.data_dir} was not kept by bench/search.py --data-dir")
-    say = lambda msg: print(f"[bench:search_ab] {msg}", file=sys.stderr, flush=True)
-    started = time.perf_counter()
-    with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
-        result = run(ctx, args, say)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(result) if args.json else markdown(result))
-    return 0
+    return kept_corpus.main(kept_corpus.parse(p, argv), "search_ab", run, markdown)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,14 @@ alternating order from pass to pass; recall@15 is against the exact (`exact=True
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from pathlib import Path
 from unittest import mock
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common, search
+from bench import common, kept_corpus, search
 
 
 def summary(times: dict[int, list[float]], ids: dict[int, list[list]], exact: list[list]) -> list[dict]:
@@ -36,19 +33,9 @@ def markdown(rows: list[dict], chunks: int) -> str:
 
 
 def run(ctx, args, say) -> dict:
-    from agent.providers.embeddings import LocalEmbedder
     from agent.retrieval import hybrid
 
-    with ctx.pool.connection() as conn:
-        chunks = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
-    if not chunks:
-        raise SystemExit(f"{args.data_dir} holds no chunks: build them with bench/search.py --data-dir {args.data_dir}")
-    base = common.real_chunks(args.transcripts)
-    queries = search.build_queries(base, args.queries)
-    # the queries are embedded by the model, one by one, as bench/search.py embeds them (the corpus is already built)
-    model = LocalEmbedder()
-    vecs = [model.embed([q])[0] for q in queries]
-    say(f"BM25 index: {search.bm25_index(ctx, 'run', {})}")
+    chunks, queries, vecs = kept_corpus.queries(ctx, args, say)
     say(f"exact reference for {args.exact_queries} queries of {chunks} chunks")
     _, exact, _ = search.run_pass(ctx, queries[:args.exact_queries], vecs[:args.exact_queries], None, True)
     efs = [int(x) for x in args.ef.split(",")]
@@ -66,24 +53,11 @@ def run(ctx, args, say) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", required=True, help="a data dir kept by bench/search.py --data-dir")
+    p = kept_corpus.parser(__doc__)
     p.add_argument("--ef", default="400,300,250,200")
-    p.add_argument("--queries", type=int, default=100)
     p.add_argument("--exact-queries", type=int, default=40)
     p.add_argument("--passes", type=int, default=2)
-    p.add_argument("--transcripts", type=Path, default=search.TRANSCRIPTS)
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    if not (Path(args.data_dir) / search.REUSED).is_file():
-        p.error(f"{args.data_dir} was not kept by bench/search.py --data-dir")
-    say = lambda msg: print(f"[bench:search_ef] {msg}", file=sys.stderr, flush=True)
-    started = time.perf_counter()
-    with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
-        result = run(ctx, args, say)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(result) if args.json else markdown(result["rows"], result["chunks"]))
-    return 0
+    return kept_corpus.main(kept_corpus.parse(p, argv), "search_ef", run, lambda r: markdown(r["rows"], r["chunks"]))
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ JSON object); docs/benchmarks.md is not written.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common, search
+from bench import common, kept_corpus, search
 
 STATS_FLUSH_S = 1.5  # a backend flushes its pending I/O counters at most once a second, when it goes idle
 _IO = """SELECT
@@ -73,22 +71,13 @@ def markdown(rows: list[dict], chunks: int) -> str:
     return "\n".join(lines)
 
 
-def run(ctx, args, say, started: float) -> dict:
-    from agent.providers.embeddings import LocalEmbedder
-
-    with ctx.pool.connection() as conn:
-        chunks = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
-    if not chunks:
-        raise SystemExit(f"{args.data_dir} holds no chunks: build them with bench/search.py --data-dir {args.data_dir}")
-    queries = search.build_queries(common.real_chunks(args.transcripts), args.queries)
-    model = LocalEmbedder()  # the queries are embedded by the model, one by one, as bench/search.py embeds them
-    vecs = [model.embed([q])[0] for q in queries]
-    say(f"BM25 index: {search.bm25_index(ctx, 'run', {})}")
+def run(ctx, args, say) -> dict:
+    chunks, queries, vecs = kept_corpus.queries(ctx, args, say)
     proc_stat = Path("/proc/stat")
     rows = []
     for p in range(1, args.passes + 1):
         before, ticks = io_counters(ctx), cpu_ticks(proc_stat.read_text())
-        at = time.perf_counter() - started
+        at = time.perf_counter() - args.started
         times, _, _ = search.run_pass(ctx, queries, vecs, None, None)
         cpu = cpu_shares(ticks, cpu_ticks(proc_stat.read_text()))
         time.sleep(STATS_FLUSH_S)
@@ -99,22 +88,9 @@ def run(ctx, args, say, started: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", required=True, help="a data dir kept by bench/search.py --data-dir")
-    p.add_argument("--queries", type=int, default=100)
+    p = kept_corpus.parser(__doc__)
     p.add_argument("--passes", type=int, default=20)
-    p.add_argument("--transcripts", type=Path, default=search.TRANSCRIPTS)
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    if not (Path(args.data_dir) / search.REUSED).is_file():
-        p.error(f"{args.data_dir} was not kept by bench/search.py --data-dir")
-    say = lambda msg: print(f"[bench:search_warmup] {msg}", file=sys.stderr, flush=True)
-    started = time.perf_counter()
-    with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
-        result = run(ctx, args, say, started)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(result) if args.json else markdown(result["passes"], result["chunks"]))
-    return 0
+    return kept_corpus.main(kept_corpus.parse(p, argv), "search_warmup", run, lambda r: markdown(r["passes"], r["chunks"]))
 
 
 if __name__ == "__main__":
