@@ -90,16 +90,12 @@ def summary(passes: list[dict], ids: dict[str, dict[str, list]]) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"{result['chunks']} chunks, base {result['base']} against the working tree, {result['rounds']} passes a side", "",
-             "| search | side | p50 (ms) | p95 (ms) | passes p50 (ms) | server CPU ms / search |", "|---|---|---|---|---|---|"]
-    for kind in ("unfiltered", "filtered"):
-        for side in ("base", "head"):
-            r = result["summary"][f"{side}_{kind}"]
-            lines.append(f"| {kind} | {side} | {r['p50_ms']} | {r['p95_ms']} | {', '.join(map(str, r['passes_p50_ms']))} | "
-                         f"{r['server_cpu_ms_per_search']} |")
-    lines += ["", f"identical top 15: unfiltered {result['summary']['identical_unfiltered']}, "
-                  f"filtered {result['summary']['identical_filtered']}"]
-    return "\n".join(lines)
+    rows = [(kind, side, r["p50_ms"], r["p95_ms"], ", ".join(map(str, r["passes_p50_ms"])), r["server_cpu_ms_per_search"])
+            for kind in ("unfiltered", "filtered") for side in ("base", "head") for r in [result["summary"][f"{side}_{kind}"]]]
+    table = common.markdown_table(rows, ("search", "side", "p50 (ms)", "p95 (ms)", "passes p50 (ms)", "server CPU ms / search"))
+    return "\n".join([f"{result['chunks']} chunks, base {result['base']} against the working tree, {result['rounds']} passes a side",
+                      "", table, "", f"identical top 15: unfiltered {result['summary']['identical_unfiltered']}, "
+                                     f"filtered {result['summary']['identical_filtered']}"])
 
 
 def run(ctx, args, say) -> dict:
@@ -109,13 +105,13 @@ def run(ctx, args, say) -> dict:
     filters = search.make_filters(search.full_tickers(ctx), len(queries))
     sides = {"base": base_search(args.base), "head": hybrid.hybrid_search}
     kinds = {"unfiltered": None, "filtered": filters}
-    pids = postgres_pids()
     ids: dict[str, dict[str, list]] = {"base": {}, "head": {}}
     passes = []
     for warm in (True, False):
         for side in ("base", "head") if warm else order(args.rounds):
             for kind, f in kinds.items():
                 with mock.patch.object(hybrid, "hybrid_search", sides[side]):  # run_pass imports it from there
+                    pids = postgres_pids()  # each pass: the pool may have opened connections since the last
                     cpu = server_cpu_s(pids)
                     times, ids[side][kind], _ = search.run_pass(ctx, queries, vecs, f, None)
                     cpu = server_cpu_s(pids) - cpu

@@ -27,9 +27,9 @@ def summary(times: dict[int, list[float]], ids: dict[int, list[list]], exact: li
 
 
 def markdown(rows: list[dict], chunks: int) -> str:
-    lines = [f"{chunks} chunks", "", "| hnsw.ef_search | p50 (ms) | p95 (ms) | recall@15 |", "|---|---|---|---|"]
-    lines += [f"| {r['ef_search']} | {r['p50_ms']} | {r['p95_ms']} | {r['recall_at_15']} |" for r in rows]
-    return "\n".join(lines)
+    table = common.markdown_table([(r["ef_search"], r["p50_ms"], r["p95_ms"], r["recall_at_15"]) for r in rows],
+                                  ("hnsw.ef_search", "p50 (ms)", "p95 (ms)", "recall@15"))
+    return f"{chunks} chunks\n\n{table}"
 
 
 def run(ctx, args, say) -> dict:

@@ -64,11 +64,9 @@ def pass_row(number: int, since_start_s: float, times: list[float], before: dict
 
 
 def markdown(rows: list[dict], chunks: int) -> str:
-    cols = ["pass", "since_start_s", "p50_ms", "p95_ms", "heap_read", "hnsw_read", "gin_read", "heap_hit", "hnsw_hit",
-            "busy_share", "iowait_share", "steal_share", "autovacuum_workers"]
-    lines = [f"{chunks} chunks", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
+    cols = ("pass", "since_start_s", "p50_ms", "p95_ms", "heap_read", "hnsw_read", "gin_read", "heap_hit", "hnsw_hit",
+            "busy_share", "iowait_share", "steal_share", "autovacuum_workers")
+    return f"{chunks} chunks\n\n" + common.markdown_table([tuple(r[c] for c in cols) for r in rows], cols)
 
 
 def run(ctx, args, say) -> dict:
