@@ -221,17 +221,9 @@ class GridWorkers(WorkerManager):
 
 def stack_cpu_s(settings) -> float:
     """CPU seconds so far of this process and its children (the workers), Postgres and Redis, with their children."""
-    roots = [os.getpid()] + [int(f.read_text().split()[0]) for f in (settings.data_dir / "pg" / "postmaster.pid",
-                                                                     settings.data_dir / "redis" / "redis.pid") if f.exists()]
-    procs: dict[int, psutil.Process] = {}
-    for pid in roots:
-        try:
-            root = psutil.Process(pid)
-            procs.update({p.pid: p for p in [root, *root.children(recursive=True)]})
-        except psutil.NoSuchProcess:
-            pass
+    procs = common.process_tree([os.getpid(), *common.stack_pids(settings.data_dir)])
     total = 0.0
-    for p in procs.values():
+    for p in procs:
         try:
             t = p.cpu_times()  # children_*: children already reaped (Postgres backends that have exited)
             total += t.user + t.system + t.children_user + t.children_system

@@ -322,6 +322,34 @@ def check_targets(result: dict, targets: list[tuple[str, str, float]]) -> list[d
     return out
 
 
+def process_tree(roots: Iterable[int]) -> list:
+    """psutil processes of each root pid and all its children (a root that has ended is skipped)."""
+    import psutil
+
+    procs: dict[int, psutil.Process] = {}
+    for pid in roots:
+        try:
+            root = psutil.Process(pid)
+            procs.update({p.pid: p for p in [root, *root.children(recursive=True)]})
+        except psutil.NoSuchProcess:
+            pass
+    return list(procs.values())
+
+
+def _pid_file(path: Path) -> list[int]:
+    return [int(path.read_text().split()[0])] if path.exists() else []
+
+
+def postmaster_pid(data_dir: Path) -> list[int]:
+    """The pid of the stack's postmaster on `data_dir` while it runs (by its pid file), or none."""
+    return _pid_file(data_dir / "pg" / "postmaster.pid")
+
+
+def stack_pids(data_dir: Path) -> list[int]:
+    """The postmaster and Redis of the stack on `data_dir`, those running."""
+    return postmaster_pid(data_dir) + _pid_file(data_dir / "redis" / "redis.pid")
+
+
 def markdown_table(rows: list[tuple], header: tuple) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join("" if c is None else str(c) for c in row) + " |" for row in rows]

@@ -59,10 +59,9 @@ def server_cpu_s(pids: list[int]) -> float:
     return total
 
 
-def postgres_pids() -> list[int]:
-    import psutil
-
-    return [p.pid for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
+def postgres_pids(data_dir: Path) -> list[int]:
+    """The kept stack's postmaster and its backends: not another Postgres on the machine (a corpus being built)."""
+    return [p.pid for p in common.process_tree(common.postmaster_pid(data_dir))]
 
 
 def order(rounds: int) -> list[str]:
@@ -111,7 +110,7 @@ def run(ctx, args, say) -> dict:
         for side in ("base", "head") if warm else order(args.rounds):
             for kind, f in kinds.items():
                 with mock.patch.object(hybrid, "hybrid_search", sides[side]):  # run_pass imports it from there
-                    pids = postgres_pids()  # each pass: the pool may have opened connections since the last
+                    pids = postgres_pids(Path(args.data_dir))  # each pass: the pool may have opened connections since the last
                     cpu = server_cpu_s(pids)
                     times, ids[side][kind], _ = search.run_pass(ctx, queries, vecs, f, None)
                     cpu = server_cpu_s(pids) - cpu

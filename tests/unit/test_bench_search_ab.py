@@ -1,4 +1,6 @@
 """bench/search_ab.py: the other revision's modules loaded beside ours, the ABBA order, the summary."""
+import os
+import subprocess
 import sys
 
 import pytest
@@ -39,3 +41,18 @@ def test_a_data_dir_not_kept_by_the_search_bench_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         search_ab.main(["--data-dir", str(tmp_path), "--base", "HEAD"])
     assert "was not kept by bench/search.py" in capsys.readouterr().err
+
+
+def test_the_server_cpu_is_read_from_the_kept_stacks_postgres_only(tmp_path):
+    """The postmaster named by the data dir's pid file and its children, not any other process called postgres."""
+    (tmp_path / "pg").mkdir()
+    (tmp_path / "pg" / "postmaster.pid").write_text(f"{os.getpid()}\n{tmp_path}\n")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pids = search_ab.postgres_pids(tmp_path)
+        assert os.getpid() in pids and child.pid in pids
+        assert os.getppid() not in pids, "a process outside the tree"
+    finally:
+        child.kill()
+        child.wait()
+    assert search_ab.postgres_pids(tmp_path / "not-kept") == [], "no pid file: no stack running"
