@@ -34,3 +34,15 @@ def test_fewer_hits_than_asked_are_all_returned(tmp_path):
     index._write_meta(IndexMeta(system_id="s", watermark=3, documents=3))
     assert index.search("capital", 10) == [1, 2, 3]
     assert index.search("nothing matches this", 10) == []
+
+
+def test_ties_past_twice_the_hits_asked_for_still_take_the_lowest_ids(tmp_path):
+    """Eleven chunks tie for second place and two are asked for after the best: the lowest ids, not the first
+    addresses, however many hits past the n-th tie with it."""
+    index = KeywordIndex(tmp_path / "transcript")
+    same = "net charge-offs rose with provisions"
+    for batch in ([95, 96, 97, 98], [60, 61, 62], [21, 22], [4, 3]):
+        _add(index, batch, same)
+    _add(index, [200], "charge-offs and provisions, charge-offs and provisions")
+    index._write_meta(IndexMeta(system_id="s", watermark=200, documents=12))
+    assert index.search("charge-offs provisions", 3) == [200, 3, 4]
