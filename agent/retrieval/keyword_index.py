@@ -68,8 +68,8 @@ def system_id(pool) -> str:
         return str(conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()["system_identifier"])
 
 
-def _top_with_ties(searcher, query, n: int) -> list[tuple[float, int]]:
-    """The top n hits (score, address) and every hit tied with the n-th.
+def _top_with_ties(searcher, query, n: int) -> list:
+    """The top n hits (score, document address) and every hit tied with the n-th.
 
     tantivy breaks score ties by document address, which a segment merge (after any commit, a beat sync's included)
     changes: the same question could take different chunks run to run, so the caller breaks them by chunk id, and
