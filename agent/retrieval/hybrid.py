@@ -121,7 +121,9 @@ _SEMANTIC = "sem AS (SELECT id FROM {source} ORDER BY {order} LIMIT %(n)s)"
 # BM25's inverse document frequency of it. For a whole table a term the planner's statistics list among the
 # column's most common elements takes its df from there (ANALYZE's sample: no index read at all); any other term,
 # and every term of a filtered scope, is counted by a bounded probe of the GIN index, only up to cap + 1 rows, so a
-# term is "rare" (held by at most cap rows) or not without ever reading a long posting list.
+# term is "rare" (held by at most cap rows) or not without ever reading a long posting list. The probe selects no
+# column (SELECT FROM): a bitmap scan that needs none skips the heap pages the visibility map marks all-visible
+# (at 1M chunks 148 blocks hit instead of 599 for a term held by more than cap rows, 3.2 against 4.0 ms).
 _WORDS = """
     terms AS (SELECT DISTINCT quote_literal(lexeme)::tsquery AS q, lexeme
               FROM unnest(%(words)s::text[]) w, unnest(tsvector_to_array(to_tsvector('english', w))) lexeme),
@@ -130,7 +132,7 @@ _WORDS = """
     probes AS MATERIALIZED (
         SELECT t.q, t.lexeme, coalesce(
             c.freqs[array_position(c.lexemes, t.lexeme)] * total.n,
-            (SELECT count(*) FROM (SELECT 1 FROM {source} WHERE tsv @@ t.q LIMIT %(cap1)s) p)::float8) AS df
+            (SELECT count(*) FROM (SELECT FROM {source} WHERE tsv @@ t.q LIMIT %(cap1)s) p)::float8) AS df
         FROM terms t CROSS JOIN total LEFT JOIN common c ON true),
     words AS MATERIALIZED (
         SELECT q, lexeme, df <= %(cap)s AS rare, ln(1 + (total.n - df + 0.5) / (df + 0.5)) AS idf
