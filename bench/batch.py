@@ -221,15 +221,7 @@ class GridWorkers(WorkerManager):
 
 def stack_cpu_s(settings) -> float:
     """CPU seconds so far of this process and its children (the workers), Postgres and Redis, with their children."""
-    procs = common.process_tree([os.getpid(), *common.stack_pids(settings.data_dir)])
-    total = 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()  # children_*: children already reaped (Postgres backends that have exited)
-            total += t.user + t.system + t.children_user + t.children_system
-        except psutil.NoSuchProcess:
-            pass
-    return total
+    return common.cpu_seconds(common.process_tree([os.getpid(), *common.stack_pids(settings.data_dir)]), reaped_children=True)
 
 
 def rss_mb(manager: GridWorkers) -> dict[str, float]:

@@ -322,32 +322,47 @@ def check_targets(result: dict, targets: list[tuple[str, str, float]]) -> list[d
     return out
 
 
-def process_tree(roots: Iterable[int]) -> list:
-    """psutil processes of each root pid and all its children (a root that has ended is skipped)."""
+def process_tree(roots: Iterable[int]) -> list[int]:
+    """The pids of each root and all its children (a root that has ended is skipped)."""
     import psutil
 
-    procs: dict[int, psutil.Process] = {}
+    pids: dict[int, None] = {}
     for pid in roots:
         try:
             root = psutil.Process(pid)
-            procs.update({p.pid: p for p in [root, *root.children(recursive=True)]})
+            pids.update(dict.fromkeys(p.pid for p in [root, *root.children(recursive=True)]))
         except psutil.NoSuchProcess:
             pass
-    return list(procs.values())
+    return list(pids)
+
+
+def cpu_seconds(pids: Iterable[int], reaped_children: bool = False) -> float:
+    """User and system CPU seconds of the processes so far (a process that has ended is skipped); with
+    `reaped_children`, also those of their children that have ended and been reaped (Postgres backends that exited)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system + (t.children_user + t.children_system if reaped_children else 0.0)
+    return total
 
 
 def _pid_file(path: Path) -> list[int]:
     return [int(path.read_text().split()[0])] if path.exists() else []
 
 
-def postmaster_pid(data_dir: Path) -> list[int]:
-    """The pid of the stack's postmaster on `data_dir` while it runs (by its pid file), or none."""
+def postmaster_pids(data_dir: Path) -> list[int]:
+    """The pid of the stack's postmaster on `data_dir` while it runs (by its pid file), or none: a list of 0 or 1."""
     return _pid_file(data_dir / "pg" / "postmaster.pid")
 
 
 def stack_pids(data_dir: Path) -> list[int]:
     """The postmaster and Redis of the stack on `data_dir`, those running."""
-    return postmaster_pid(data_dir) + _pid_file(data_dir / "redis" / "redis.pid")
+    return postmaster_pids(data_dir) + _pid_file(data_dir / "redis" / "redis.pid")
 
 
 def markdown_table(rows: list[tuple], header: tuple) -> str:

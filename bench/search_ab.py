@@ -46,22 +46,9 @@ def base_search(rev: str):
     return hybrid.hybrid_search
 
 
-def server_cpu_s(pids: list[int]) -> float:
-    import psutil
-
-    total = 0.0
-    for pid in pids:
-        try:
-            t = psutil.Process(pid).cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:  # a backend that ended since the list was made
-            continue
-    return total
-
-
 def postgres_pids(data_dir: Path) -> list[int]:
     """The kept stack's postmaster and its backends: not another Postgres on the machine (a corpus being built)."""
-    return [p.pid for p in common.process_tree(common.postmaster_pid(data_dir))]
+    return common.process_tree(common.postmaster_pids(data_dir))
 
 
 def order(rounds: int) -> list[str]:
@@ -111,9 +98,9 @@ def run(ctx, args, say) -> dict:
             for kind, f in kinds.items():
                 with mock.patch.object(hybrid, "hybrid_search", sides[side]):  # run_pass imports it from there
                     pids = postgres_pids(Path(args.data_dir))  # each pass: the pool may have opened connections since the last
-                    cpu = server_cpu_s(pids)
+                    cpu = common.cpu_seconds(pids)
                     times, ids[side][kind], _ = search.run_pass(ctx, queries, vecs, f, None)
-                    cpu = server_cpu_s(pids) - cpu
+                    cpu = common.cpu_seconds(pids) - cpu
                 if not warm:
                     passes.append({"side": side, "kind": kind, "times": times, "server_cpu_s": cpu})
                     say(f"{side} {kind}: p50 {common.percentile(times, 50):.2f} ms, p95 {common.percentile(times, 95):.2f} ms")

@@ -84,7 +84,7 @@ def _top_with_ties(searcher, query, n: int) -> list:
             break
         k *= 2
     cut = hits[n - 1][0] if len(hits) >= n else float("-inf")
-    return [(score, address) for score, address in hits if score >= cut]
+    return [hit for hit in hits if hit[0] >= cut]
 
 
 class KeywordIndex:
