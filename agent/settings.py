@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     # or a Postgres size such as "2GB"
     embedded_pg_shared_buffers: str = "auto"
     embedded_pg_maintenance_work_mem: str = "auto"
+    # the buffer cache on 2 MB pages: "try" (Postgres's default) takes them when the host has reserved enough
+    # (vm.nr_hugepages; `finagent services status` prints how many). No "on": a server that refused to start for want
+    # of them would keep refusing, since the setting is applied to a running server
+    embedded_pg_huge_pages: Literal["try", "off"] = "try"
 
     # providers
     llm_provider: Literal["extractive", "openai", "scripted"] = "extractive"

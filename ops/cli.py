@@ -54,27 +54,34 @@ def config_show(as_json: bool = typer.Option(False, "--json")):
 
 @services_app.command("status")
 def services_status(as_json: bool = typer.Option(False, "--json")):
-    from ops.stack import status
+    from ops.stack import embedded_huge_pages, status
     from ops.workers import worker_status
 
     settings = get_settings()
     rows = [s.model_dump() for s in status(settings)]
     workers = worker_status(settings)
+    huge = embedded_huge_pages(settings)
     if as_json:
-        return _print_json({"services": rows, "workers": workers})
+        return _print_json({"services": rows, "workers": workers, "postgres_huge_pages": huge.model_dump() if huge else None})
     table = Table("service", "running", "embedded", "where")
     for r in rows:
         table.add_row(r["name"], "yes" if r["running"] else "no", "yes" if r["embedded"] else "no", r["url"] or r["detail"])
     for w in workers:
         table.add_row(f"worker:{w['name']}", "yes" if w["running"] else "no", "yes", ",".join(w["queues"]))
     console.print(table)
+    if huge is not None:
+        console.print(f"postgres huge pages: {huge.advice}")
 
 
 @services_app.command("start")
 def services_start(workers: bool = typer.Option(True, help="Also start local Celery workers.")):
     from ops.runtime import bootstrap
+    from ops.stack import EmbeddedServerError
 
-    ctx = bootstrap(workers=workers)
+    try:
+        ctx = bootstrap(workers=workers)
+    except EmbeddedServerError as exc:
+        _input_error(str(exc))
     console.print(f"[green]ready[/green] postgres={ctx.database_url} redis={ctx.redis_url}")
 
 

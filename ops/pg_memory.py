@@ -11,6 +11,9 @@ the cache and their graph builds in memory.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+from pydantic import BaseModel
 
 MB = 1 << 20
 GB = 1 << 30
@@ -43,3 +46,60 @@ def shared_buffers(value: str, ram: int | None = None) -> str:
 
 def maintenance_work_mem(value: str, ram: int | None = None) -> str:
     return resolve(value, ram or physical_memory(), 0.125, 64 * MB, 4 * GB)
+
+
+class HugePages(BaseModel):
+    """Whether the embedded Postgres's shared memory (its buffer cache, 2.6 GB of HNSW, GIN and btree pages read by
+    a search at a million chunks) sits on 2 MB pages. On 4 kB pages a search that touches thousands of buffers spread
+    over gigabytes misses the TLB at almost every one: at 1M chunks, huge pages took 0.88-0.92x Postgres's CPU per
+    search and 0.92-0.93x the p95, two runs of bench/search_hugepages.py (docs/benchmarks.md). Only root can
+    reserve them (vm.nr_hugepages), so the embedded server takes them when they are there ("try") and says here how
+    many it needs."""
+
+    setting: str  # huge_pages: try | on | off
+    needed: int  # pages of the default huge page size its shared memory takes (shared_memory_size_in_huge_pages)
+    reserved: int  # the host's reserved huge pages (HugePages_Total), shared with any other user of them
+    in_use: bool | None  # the postmaster maps huge pages; None when its /proc entry cannot be read
+    advice: str
+
+
+def proc_kb(text: str, field: str) -> int:
+    """A `Field:  123 kB` (or bare count) line of a /proc status or meminfo text, 0 when absent."""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == field:
+            return int(value.split()[0])
+    return 0
+
+
+def huge_pages_advice(setting: str, needed: int, reserved: int, in_use: bool | None) -> str:
+    if in_use:
+        return f"in use: the buffer cache is on {needed} huge pages"
+    if needed < 0:  # Postgres's -1: huge pages are not supported on this platform
+        return "not supported on this platform"
+    if setting == "off":
+        return "off (EMBEDDED_PG_HUGE_PAGES=off)"
+    if reserved < needed:
+        return (f"not in use: the host reserves {reserved} huge pages and the server needs {needed}; as root, "
+                f"`sysctl -w vm.nr_hugepages={needed}` (plus any other user's), then restart the services")
+    if in_use is None:
+        return "unknown: the server's process cannot be read from here"
+    return "not in use although the host reserves enough: restart the services to take them"
+
+
+def huge_pages_status(conn, postmaster_pid: int | None, proc: Path = Path("/proc")) -> HugePages:
+    """`conn`: a connection to the server (tuple rows); its postmaster's pid when it runs on this host (else in_use is None)."""
+    setting = conn.execute("SHOW huge_pages").fetchone()[0]
+    needed = int(conn.execute("SHOW shared_memory_size_in_huge_pages").fetchone()[0])
+    try:
+        reserved = proc_kb((proc / "meminfo").read_text(), "HugePages_Total")
+    except OSError:
+        reserved = 0
+    in_use = None
+    if postmaster_pid is not None:
+        try:
+            in_use = proc_kb((proc / str(postmaster_pid) / "status").read_text(), "HugetlbPages") > 0
+        except OSError:
+            pass
+    return HugePages(setting=setting, needed=needed, reserved=reserved, in_use=in_use,
+                     advice=huge_pages_advice(setting, needed, reserved, in_use))

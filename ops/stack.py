@@ -29,6 +29,10 @@ class ServiceStatus(BaseModel):
     detail: str = ""
 
 
+class EmbeddedServerError(RuntimeError):
+    """An embedded server did not start: the reason from its log, and where the log is."""
+
+
 class StackURLs(BaseModel):
     database_url: str
     redis_url: str
@@ -87,14 +91,15 @@ def start_embedded_redis(settings: Settings) -> str:
         if _redis_alive(url):
             return url
         time.sleep(0.05)
-    raise RuntimeError(f"embedded Redis did not start; see {rdir / 'redis.log'}")
+    raise EmbeddedServerError(f"embedded Redis did not start; see {rdir / 'redis.log'}")
 
 
 def embedded_pg_settings(settings: Settings) -> dict[str, str]:
     """Server settings of the embedded Postgres. jit off: search queries are short, and JIT compiling
     the exact-scan plans (whose cost estimates cross jit_above_cost) only adds latency."""
     return {"shared_buffers": pg_memory.shared_buffers(settings.embedded_pg_shared_buffers),
-            "maintenance_work_mem": pg_memory.maintenance_work_mem(settings.embedded_pg_maintenance_work_mem), "jit": "off"}
+            "maintenance_work_mem": pg_memory.maintenance_work_mem(settings.embedded_pg_maintenance_work_mem), "jit": "off",
+            "huge_pages": settings.embedded_pg_huge_pages}
 
 
 def start_embedded_postgres(settings: Settings) -> str:
@@ -129,7 +134,12 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
         pending = row[0]
     if pending:
         # postmaster.opts keeps the socket options; as root, pgserver runs the server as its own system user
-        pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user)
+        try:
+            pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user)
+        except subprocess.CalledProcessError:
+            fatal = [line for line in Path(server.log).read_text(errors="replace").splitlines() if "FATAL" in line]
+            raise EmbeddedServerError(f"the embedded Postgres did not restart with {stale or 'its settings'}: "
+                               f"{fatal[-1] if fatal else 'no FATAL line'}; see {server.log}") from None
 
 
 def ensure_stack(settings: Settings) -> StackURLs:
@@ -199,6 +209,26 @@ def status(settings: Settings) -> list[ServiceStatus]:
             running, detail = False, str(exc).strip()
         rows.append(ServiceStatus(name="postgres", url=db_url, embedded=False, running=running))
     return rows
+
+
+def embedded_huge_pages(settings: Settings) -> pg_memory.HugePages | None:
+    """The embedded Postgres's huge pages (ops/pg_memory.py), while it runs; None for an external database."""
+    import psycopg
+
+    pgdir = _pg_dir(settings)
+    pid_file = pgdir / "postmaster.pid"
+    if settings.database_url or not pid_file.exists():
+        return None
+    pid = int(pid_file.read_text().split()[0])
+    if not _pid_alive(pid):
+        return None
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdir)
+    if info is None:
+        return None
+    with psycopg.connect(info.get_uri(), connect_timeout=2) as conn:
+        return pg_memory.huge_pages_status(conn, pid)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -166,3 +166,33 @@ def test_embedded_postgres_runs_with_the_tuned_settings(ctx):
         pending = conn.execute("SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL").fetchone()[0]
     assert got == embedded_pg_settings(ctx.settings)
     assert pending == 0
+
+
+def test_services_status_says_whether_postgres_is_on_huge_pages(ctx, tmp_path):
+    """The embedded server's buffer cache on 2 MB pages or not, read from its own process, and how many it needs."""
+    from ops import pg_memory
+
+    r = finagent(ctx, "services", "status", "--json", cwd=tmp_path, FINAGENT_DATABASE_URL="", FINAGENT_REDIS_URL="")
+    assert r.returncode == 0, r.stderr
+    huge = json.loads(r.stdout)["postgres_huge_pages"]
+    with psycopg.connect(ctx.database_url) as conn:
+        needed = int(conn.execute("SHOW shared_memory_size_in_huge_pages").fetchone()[0])
+        buffers_mb = conn.execute("SELECT setting::int8 * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'").fetchone()[0]
+    assert huge["setting"] == "try" and huge["needed"] == needed and needed * 2 > buffers_mb
+    assert huge["reserved"] == pg_memory.proc_kb(Path("/proc/meminfo").read_text(), "HugePages_Total")
+    assert isinstance(huge["in_use"], bool)
+    if huge["reserved"] < needed:  # a host without enough reserved: the server cannot be on them, and is told how
+        assert huge["in_use"] is False and f"vm.nr_hugepages={needed}" in huge["advice"]
+
+
+@pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").read_text().strip() != "0",
+                    reason="only the kernel's heuristic overcommit refuses a mapping larger than the machine")
+def test_a_server_that_cannot_restart_with_its_settings_says_why(ctx, tmp_path):
+    """A buffer cache larger than the machine: the restart that applies it fails, and the command says why and where
+    the log is, in one line, instead of pg_ctl's exit status."""
+    r = finagent(ctx, "services", "start", "--no-workers", cwd=tmp_path, FINAGENT_DATABASE_URL="", FINAGENT_REDIS_URL="",
+                 FINAGENT_DATA_DIR=str(tmp_path / "data"), FINAGENT_EMBEDDED_PG_SHARED_BUFFERS="1000GB")
+    assert r.returncode == 2
+    assert "the embedded Postgres did not restart with {'shared_buffers': '1000GB'" in r.stderr
+    assert "FATAL:  could not map anonymous shared memory" in r.stderr and str(tmp_path / "data" / "pg" / "log") in r.stderr
+    assert "Traceback" not in r.stderr
