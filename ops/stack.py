@@ -138,8 +138,9 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
             pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user)
         except subprocess.CalledProcessError:
             fatal = [line for line in Path(server.log).read_text(errors="replace").splitlines() if "FATAL" in line]
-            raise EmbeddedServerError(f"the embedded Postgres did not restart with {stale or 'its settings'}: "
-                               f"{fatal[-1] if fatal else 'no FATAL line'}; see {server.log}") from None
+            reason = fatal[-1] if fatal else "no FATAL line"
+            raise EmbeddedServerError(f"the embedded Postgres did not restart with {stale or 'its settings'}: {reason}; "
+                                      f"see {server.log}") from None
 
 
 def ensure_stack(settings: Settings) -> StackURLs:
