@@ -76,12 +76,8 @@ def services_status(as_json: bool = typer.Option(False, "--json")):
 @services_app.command("start")
 def services_start(workers: bool = typer.Option(True, help="Also start local Celery workers.")):
     from ops.runtime import bootstrap
-    from ops.stack import EmbeddedServerError
 
-    try:
-        ctx = bootstrap(workers=workers)
-    except EmbeddedServerError as exc:
-        _input_error(str(exc))
+    ctx = bootstrap(workers=workers)
     console.print(f"[green]ready[/green] postgres={ctx.database_url} redis={ctx.redis_url}")
 
 
@@ -479,5 +475,17 @@ def beat():
     os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "-s", str(schedule), "-l", "INFO"])
 
 
+def main() -> None:
+    """The console command: `app`, with an embedded server that will not start (a setting it cannot run with, a
+    broken data dir) reported as one line with its log's reason, exit status 2, whichever command started it."""
+    from ops.stack import EmbeddedServerError
+
+    try:
+        app()
+    except EmbeddedServerError as exc:
+        err.print(str(exc), style="red", markup=False, highlight=False)
+        raise SystemExit(2) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -187,10 +187,11 @@ def test_services_status_says_whether_postgres_is_on_huge_pages(ctx, tmp_path):
 
 @pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").read_text().strip() != "0",
                     reason="only the kernel's heuristic overcommit refuses a mapping larger than the machine")
-def test_a_server_that_cannot_restart_with_its_settings_says_why(ctx, tmp_path):
-    """A buffer cache larger than the machine: the restart that applies it fails, and the command says why and where
-    the log is, in one line, instead of pg_ctl's exit status."""
-    r = finagent(ctx, "services", "start", "--no-workers", cwd=tmp_path, FINAGENT_DATABASE_URL="", FINAGENT_REDIS_URL="",
+@pytest.mark.parametrize("command", [("services", "start", "--no-workers"), ("search", "net interest margin")])
+def test_a_server_that_cannot_restart_with_its_settings_says_why(ctx, tmp_path, command):
+    """A buffer cache larger than the machine: the restart that applies it fails, and any command that started the
+    server says why and where the log is, in one line, instead of pg_ctl's exit status and a traceback."""
+    r = finagent(ctx, *command, cwd=tmp_path, FINAGENT_DATABASE_URL="", FINAGENT_REDIS_URL="",
                  FINAGENT_DATA_DIR=str(tmp_path / "data"), FINAGENT_EMBEDDED_PG_SHARED_BUFFERS="1000GB")
     assert r.returncode == 2
     assert "the embedded Postgres did not restart with {'shared_buffers': '1000GB'" in r.stderr
