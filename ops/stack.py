@@ -178,15 +178,13 @@ def stop_embedded(settings: Settings) -> list[str]:
         except redis.ConnectionError:
             pass  # shutdown closes the connection under us
         stopped.append("redis")
-    pgdir = _pg_dir(settings)
-    if not settings.database_url and (pgdir / "postmaster.pid").exists():
-        pid = int((pgdir / "postmaster.pid").read_text().split()[0])
-        if _pid_alive(pid):
-            os.kill(pid, signal.SIGINT)  # postgres "fast" shutdown: roll back open transactions, checkpoint, exit
-            deadline = time.monotonic() + 30
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            stopped.append("postgres")
+    pid = None if settings.database_url else _running_postmaster(settings)
+    if pid is not None:
+        os.kill(pid, signal.SIGINT)  # postgres "fast" shutdown: roll back open transactions, checkpoint, exit
+        deadline = time.monotonic() + 30
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stopped.append("postgres")
     return stopped
 
 
@@ -198,8 +196,7 @@ def status(settings: Settings) -> list[ServiceStatus]:
     rows.append(ServiceStatus(name="redis", url=rd_url, embedded=not settings.redis_url, running=_redis_alive(rd_url)))
     db_url = settings.database_url
     if db_url is None:
-        pid_file = _pg_dir(settings) / "postmaster.pid"
-        running = pid_file.exists() and _pid_alive(int(pid_file.read_text().split()[0]))
+        running = _running_postmaster(settings) is not None
         detail = str(_pg_dir(settings))
         rows.append(ServiceStatus(name="postgres", url=None, embedded=True, running=running, detail=detail))
     else:
@@ -216,20 +213,26 @@ def embedded_huge_pages(settings: Settings) -> pg_memory.HugePages | None:
     """The embedded Postgres's huge pages (ops/pg_memory.py), while it runs; None for an external database."""
     import psycopg
 
-    pgdir = _pg_dir(settings)
-    pid_file = pgdir / "postmaster.pid"
-    if settings.database_url or not pid_file.exists():
-        return None
-    pid = int(pid_file.read_text().split()[0])
-    if not _pid_alive(pid):
+    pid = None if settings.database_url else _running_postmaster(settings)
+    if pid is None:
         return None
     from pgserver.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(pgdir)
+    info = PostmasterInfo.read_from_pgdata(_pg_dir(settings))
     if info is None:
         return None
     with psycopg.connect(info.get_uri(), connect_timeout=2) as conn:
         return pg_memory.huge_pages_status(conn, pid)
+
+
+def _running_postmaster(settings: Settings) -> int | None:
+    """The embedded Postgres's postmaster pid while it runs (its data dir's pid file), else None."""
+    pid_file = _pg_dir(settings) / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+    return pid if _pid_alive(pid) else None
 
 
 def _pid_alive(pid: int) -> bool:
