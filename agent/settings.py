@@ -199,6 +199,9 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(64 * 1024, ge=1024)  # a job submission
     api_max_batch_bytes: int = Field(4 * 1024 * 1024, ge=1024)  # a batch upload
     api_max_batch_lines: int = Field(5000, ge=1)
+    # how long a request waits for a Postgres connection before it is answered 503 (a worker waits 30 s, riding out
+    # a restart; a client would rather hear at once, and retry)
+    api_db_wait_s: float = Field(5.0, gt=0, le=60)
 
     # ingestion caps: a file over one fails with the reason and the run goes on with the others
     ingest_max_file_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # real 10-K HTML is 1-20 MB, a transcript ~100 KB

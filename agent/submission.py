@@ -5,17 +5,21 @@ The dispatcher is the one thing that knows how a job gets run (the Celery implem
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Collection
 from typing import Protocol
 
 from agent.context import Context
 from agent.infra.events import publish
+from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.api import JobView
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
 from agent.persistence import batchstore, jobstore
 from agent.retrieval.companies import load_companies
 from agent.retrieval.periods import impossible_periods
+
+log = logging.getLogger(__name__)
 
 
 class Dispatcher(Protocol):
@@ -81,16 +85,32 @@ def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[s
     check_request(ctx, request)
     job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
     if created:
-        publish(ctx.redis, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
-        if request.batch:
-            admit_batch_jobs(ctx, dispatcher)
-        else:
-            dispatcher.start(job_id, batch=False)
+        _announce_and_start(ctx, dispatcher, job_id, request.batch)
     else:
         existing = jobstore.load_job(ctx.pool, job_id)
         if existing is not None and not _same_request(existing.state.request, request):
             raise IdempotencyConflict(request.idempotency_key or "", job_id)
     return job_id, created
+
+
+def _announce_and_start(ctx: Context, dispatcher: Dispatcher, job_id: str, batch: bool) -> None:
+    """The saved job's `queued` event and its first step. With Redis down the job stays saved and queued, and the
+    submission succeeds: the reconciler sends its first step once the broker is back (tasks/reconcile.py), where an
+    error would have the caller retry and make a second job. One attempt at Redis, not the ~20 s a worker rides out: a
+    batch of a thousand lines must not wait that long for each."""
+    try:
+        publish(ctx.redis_one_attempt, job_id, "job_status", "queued", {"status": "queued"},
+                ctx.settings.event_stream_maxlen)
+        if batch:
+            admit_batch_jobs(ctx, dispatcher)
+        else:
+            dispatcher.start(job_id, batch=False)
+    except UNAVAILABLE_TYPES as exc:
+        down = unavailable(exc)
+        if down is None:
+            raise
+        log.warning("job %s is saved but not started: %s is unavailable (%s); the reconciler starts it when it is back",
+                    job_id, down.service, down.reason)
 
 
 def admit_batch_jobs(ctx: Context, dispatcher: Dispatcher) -> list[str]:

@@ -37,10 +37,10 @@ def create_app(rt: Runtime | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(BodyLimitMiddleware, limit_for=lambda path: body_limit(rt.settings, path))
     app.include_router(health.router)
-    # every protected route can answer 401, and 422 for a malformed parameter or header (FastAPI's own 422
-    # schema would otherwise be documented)
+    # every protected route can answer 401, 422 for a malformed parameter or header (FastAPI's own 422 schema would
+    # otherwise be documented), and 503 when Postgres or Redis is down
     for router in (jobs.router, batches.router, metrics_router):
-        app.include_router(router, dependencies=[Depends(require_key)], responses=error_responses(401, 422))
+        app.include_router(router, dependencies=[Depends(require_key)], responses=error_responses(401, 422, 503))
     return app
 
 

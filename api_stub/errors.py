@@ -1,6 +1,7 @@
 """One error shape for every failure (`ErrorBody`), the handlers that produce it, and its OpenAPI documentation."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,13 +10,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.api import ErrorBody, ErrorDetail, ErrorInfo
 from agent.redact import install_log_redaction, redact
+
+log = logging.getLogger(__name__)
+# how long a client is told to wait before retrying a request that met Postgres or Redis down
+UNAVAILABLE_RETRY_AFTER_S = 5
 
 # the code an error gets when nothing more specific was said
 DEFAULT_CODES: dict[int, str] = {
     400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 409: "conflict",
-    413: "payload_too_large", 415: "unsupported_media_type", 422: "validation_error", 503: "not_ready",
+    413: "payload_too_large", 415: "unsupported_media_type", 422: "validation_error", 500: "internal_error",
+    503: "not_ready",
 }
 
 DESCRIPTIONS: dict[int, str] = {
@@ -26,7 +33,8 @@ DESCRIPTIONS: dict[int, str] = {
     413: "Request body (or batch) too large",
     415: "Unsupported Content-Type",
     422: "Invalid field values; `details` names each field",
-    503: "A dependency is not ready",
+    500: "An internal error: the body names only its type",
+    503: "A dependency is not ready, or Postgres or Redis is down (with Retry-After)",
 }
 
 
@@ -92,8 +100,28 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "validation_error", _describe(details), details)
 
 
+async def _dependency_error(request: Request, exc: Exception) -> JSONResponse:
+    """Postgres or Redis down: 503 naming the server, with Retry-After. A submission that got as far as saving its
+    job does not come here: it is accepted and started later (agent/submission.py)."""
+    down = unavailable(exc)
+    if down is None:
+        return await _internal_error(request, exc)
+    log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, down.service, down.reason)
+    return error_response(503, "dependency_unavailable", f"{down.service} is unavailable ({down.reason}); retry the "
+                          "request later (a submission with the same Idempotency-Key cannot make a second job)",
+                          headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", f"internal error ({type(exc).__name__}); the server's log has the rest")
+
+
 def install(app: FastAPI) -> None:
     install_log_redaction()  # no secret in the API's logs either (agent/redact.py)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    for kind in UNAVAILABLE_TYPES:
+        app.add_exception_handler(kind, _dependency_error)
+    app.add_exception_handler(Exception, _internal_error)

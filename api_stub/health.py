@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from fastapi import APIRouter, Depends
 
@@ -14,11 +15,11 @@ router = APIRouter(tags=["health"])
 
 
 def _redis(rt: Runtime) -> str:
-    return "ok" if rt.ctx.redis.ping() else "no answer to PING"
+    return "ok" if rt.ctx.redis_one_attempt.ping() else "no answer to PING"
 
 
 def _postgres(rt: Runtime) -> str:
-    with rt.ctx.pool.connection(timeout=3) as conn:
+    with rt.ctx.pool.connection(timeout=rt.ready_deadline_s) as conn:
         conn.execute("SELECT 1")
     return "ok"
 
@@ -40,18 +41,32 @@ def _queues(rt: Runtime) -> str:
 CHECKS = {"redis": _redis, "postgres": _postgres, "queues": _queues}
 
 
+def _checked(check, rt: Runtime) -> str:
+    try:
+        return check(rt)
+    except Exception as exc:  # any failure of a dependency is "not ready", named, never a 500
+        return f"{type(exc).__name__}: {exc}".strip()[:300]
+
+
+def run_checks(rt: Runtime) -> dict[str, str]:
+    """Every check at once, each given until `ready_deadline_s`: a probe's own timeout is a second or two, and a check
+    that meets a server down (Celery's broker connection retries, a pool waiting for a connection) can take longer.
+    A check still running then is reported as such and left to end on its own."""
+    pool = ThreadPoolExecutor(max_workers=len(CHECKS), thread_name_prefix="readyz")
+    futures = {name: pool.submit(_checked, check, rt) for name, check in CHECKS.items()}
+    done, _ = wait(futures.values(), timeout=rt.ready_deadline_s)
+    pool.shutdown(wait=False, cancel_futures=True)
+    return {name: f.result() if f in done else f"no answer within {rt.ready_deadline_s:g} s"
+            for name, f in futures.items()}
+
+
 def readiness(rt: Runtime) -> Readiness:
     """Cached for ready_cache_s: a load balancer polling every second must not broadcast an inspect each time."""
     with rt.lock:
         cached = rt.ready_cache
         if cached and time.monotonic() - cached[0] < rt.ready_cache_s:
             return cached[1]
-        checks: dict[str, str] = {}
-        for name, check in CHECKS.items():
-            try:
-                checks[name] = check(rt)
-            except Exception as exc:  # any failure of a dependency is "not ready", named, never a 500
-                checks[name] = f"{type(exc).__name__}: {exc}".strip()[:300]
+        checks = run_checks(rt)
         result = Readiness(ready=all(v == "ok" for v in checks.values()), checks=checks)
         rt.ready_cache = (time.monotonic(), result)
         return result

@@ -17,10 +17,11 @@ class Runtime:
     """Settings, the process context (Postgres pool, Redis), the dispatcher and the API's own tunables."""
 
     def __init__(self, settings: Settings | None = None, ready_cache_s: float = 5.0, inspect_timeout_s: float = 1.0,
-                 sse_ping_s: float = 15.0):
+                 sse_ping_s: float = 15.0, ready_deadline_s: float = 3.0):
         self._settings = settings
         self.ready_cache_s = ready_cache_s
         self.inspect_timeout_s = inspect_timeout_s
+        self.ready_deadline_s = ready_deadline_s  # /readyz answers within about this long, whatever is down
         self.sse_ping_s = sse_ping_s
         self.lock = threading.Lock()
         self.ready_cache: tuple[float, Readiness] | None = None  # (monotonic time, answer) of the last /readyz
@@ -34,10 +35,9 @@ class Runtime:
         from workers.app import context
 
         shared = context()
-        if self._settings is None:
-            return shared
-        # an app built for given settings (api keys, limits) keeps them, on the same servers
-        return Context(self._settings, shared.database_url, shared.redis_url)
+        # the API's own pool, whose checkouts give up after api_db_wait_s; an app built for given settings (api keys,
+        # limits) keeps them, on the same servers
+        return Context(self.settings, shared.database_url, shared.redis_url, db_wait_s=self.settings.api_db_wait_s)
 
     @cached_property
     def dispatcher(self) -> Dispatcher:

@@ -11,8 +11,9 @@ class FinagentError(Exception):
     """An error answer from the API. `error` is the server's {"code", "message", "details"} (None when the
     response was not the API's JSON, e.g. a proxy's page)."""
 
-    def __init__(self, status_code: int, error: ErrorInfo | None, text: str = ""):
+    def __init__(self, status_code: int, error: ErrorInfo | None, text: str = "", retry_after: float | None = None):
         self.status_code, self.error = status_code, error
+        self.retry_after = retry_after  # seconds, from the server's Retry-After (429, 503)
         super().__init__(f"{status_code} {error.code}: {error.message}" if error else f"{status_code}: {text[:200]}")
 
     @property
@@ -41,7 +42,9 @@ class PayloadTooLarge(FinagentError):
 
 
 class NotReady(FinagentError):
-    """503: a dependency of the server is not ready."""
+    """503: a dependency of the server is not ready (`code` "not_ready", from /readyz), or Postgres or Redis is down
+    (`code` "dependency_unavailable"): retry after `retry_after` seconds; a submission with the same idempotency key
+    cannot make a second job."""
 
 
 class ServerError(FinagentError):
@@ -62,4 +65,11 @@ def raise_for_error(response: httpx.Response) -> None:
     except ValidationError:
         error = None
     kind = BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else FinagentError)
-    raise kind(response.status_code, error, response.text)
+    raise kind(response.status_code, error, response.text, _seconds(response.headers.get("Retry-After")))
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:  # the HTTP-date form: not sent by this server
+        return None

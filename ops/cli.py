@@ -476,8 +476,11 @@ def beat():
 
 
 def main() -> None:
-    """The console command: `app`, with an embedded server that will not start (a setting it cannot run with, a
-    broken data dir) reported as one line with its log's reason, exit status 2, whichever command started it."""
+    """The console command: `app`, with two failures reported as one line instead of a traceback, whichever command
+    met them: an embedded server that will not start (a setting it cannot run with, a broken data dir: its log's
+    reason, exit status 2), and Postgres or Redis down or unreachable (exit status 3)."""
+    from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
+    from agent.settings import ENV_PREFIX
     from ops.stack import EmbeddedServerError
 
     try:
@@ -485,6 +488,14 @@ def main() -> None:
     except EmbeddedServerError as exc:
         err.print(str(exc), style="red", markup=False, highlight=False)
         raise SystemExit(2) from None
+    except UNAVAILABLE_TYPES as exc:
+        down = unavailable(exc)
+        if down is None:
+            raise
+        setting = f"{ENV_PREFIX}{'DATABASE_URL' if down.service == 'postgres' else 'REDIS_URL'}"
+        err.print(f"{down.service} is unavailable: {down.reason} (is it running? {setting} names it; "
+                  "`finagent services status` shows what runs here)", style="red", markup=False, highlight=False)
+        raise SystemExit(3) from None
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from agent.context import connect_redis
 from agent.settings import Settings, env_var, get_settings
 from ops.stack import StackURLs
 from workers.topology import WORKERS, WorkerSpec, worker_argv, worker_cpu
@@ -99,6 +100,8 @@ def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[s
     started = []
     fp = _fingerprint(settings, urls)
     running = {spec.name: info for spec in WORKERS if (info := _read(settings, spec))}
+    # a broker that is down fails the command now, not after wait_s of pings or a job left waiting for it
+    connect_redis(urls.redis_url, ride_out=False).ping()
     if not running:
         _prepare_metrics_dir(settings.metrics_path())
     current = {name for name, info in running.items() if info["fingerprint"] == fp}
@@ -146,16 +149,21 @@ def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
     from workers.app import app, renew_broker_connections
 
     deadline = time.monotonic() + wait_s
+    broken: BaseException | None = None
     while time.monotonic() < deadline:
         try:
             names = _ping_names(app, 0.5)
         except (OSError, *app.connection_for_read().connection_errors) as exc:  # a restart broke a pooled broker connection
             log.info("ping failed (%s); reconnecting", exc)
+            broken = exc
             renew_broker_connections()
             time.sleep(0.5)
             continue
+        broken = None
         if all(any(n.startswith(p) for n in names) for p in prefixes):
             return
+    if broken is not None:  # the broker itself stayed out of reach, not the workers
+        raise broken
     raise RuntimeError(f"workers {prefixes} did not answer within {wait_s:.0f}s; see the logs under data_dir/workers")
 
 

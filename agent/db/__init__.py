@@ -15,7 +15,9 @@ from psycopg import Connection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
-_pools: dict[str, ConnectionPool] = {}
+_pools: dict[tuple[str, float], ConnectionPool] = {}
+# how long a checkout waits for a connection by default (psycopg_pool's own default): a worker rides out a restart
+DEFAULT_WAIT_S = 30.0
 _lock = threading.Lock()
 
 
@@ -75,12 +77,14 @@ def check_unless_recent(conn: Connection) -> None:
     ConnectionPool.check_connection(conn)
 
 
-def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
+def get_pool(url: str, max_size: int = 8, wait_s: float = DEFAULT_WAIT_S) -> ConnectionPool:
+    """The process's pool for `url` whose checkouts wait up to `wait_s` for a connection (PoolTimeout after)."""
     with _lock:
-        pool = _pools.get(url)
+        pool = _pools.get((url, wait_s))
         if pool is None:
             pool = ReturnTimedPool(
                 url,
+                timeout=wait_s,
                 min_size=1,
                 max_size=max_size,
                 kwargs={"row_factory": dict_row, "autocommit": False},
@@ -90,7 +94,7 @@ def get_pool(url: str, max_size: int = 8) -> ConnectionPool:
                 open=True,
                 name="finagent",
             )
-            _pools[url] = pool
+            _pools[(url, wait_s)] = pool
         return pool
 
 
@@ -123,7 +127,5 @@ def one_transaction(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
 def close_pools(url: str | None = None) -> None:
     """Close the pool of `url`, or every pool."""
     with _lock:
-        for key in [url] if url else list(_pools):
-            pool = _pools.pop(key, None)
-            if pool is not None:
-                pool.close()
+        for key in [k for k in _pools if url is None or k[0] == url]:
+            _pools.pop(key).close()

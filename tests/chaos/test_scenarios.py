@@ -15,22 +15,9 @@ import pytest
 
 from agent.models.job import JobRequest
 from ops.chaos import ProgressWatch, Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
+from tests.support.chaos_jobs import check, questions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
-
-TICKERS = ("NVDA", "AAPL", "MSFT")  # the shipped sample corpus
-TOPICS = ("revenue", "gross margin", "operating expenses", "guidance", "capital returns", "demand drivers", "segment growth")
-
-
-def questions(n: int, seed: int) -> list[str]:
-    rnd = random.Random(seed)
-    out = []
-    for i in range(n):
-        ticker, topic = rnd.choice(TICKERS), rnd.choice(TOPICS)
-        span = rnd.choice(("last quarter", "the last 2 quarters", "over the last 3 quarters"))
-        out.append(f"How did {ticker}'s {topic} develop in {span}? (run {seed}-{i})")
-    return out
-
 
 def submit(ctx, texts: list[str], batch: bool = False, max_iterations: int = 1) -> list[str]:
     from agent.submission import create
@@ -45,22 +32,6 @@ def submit_batch(ctx, name: str, texts: list[str]) -> list[str]:
 
     batch_id = create_batch(ctx, CeleryDispatcher(), name, parse_lines([json.dumps({"question": q, "max_iterations": 1}) for q in texts]))
     return [i.job_id for i in batch_items(ctx.pool, batch_id) if i.job_id]
-
-
-@pytest.fixture
-def slow_scripted(workers_with, script_path):
-    """Workers whose LLM calls take a second each (the scripted provider), so faults land mid-step."""
-    script_path.write_text(json.dumps({}))
-    env = dict(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="1.0",
-               FINAGENT_LLM_CACHE_TTL_S="0", FINAGENT_BATCH_CONCURRENCY="6")
-    return workers_with(**env)
-
-
-def check(tally, report, extra: str = "") -> None:
-    report(" ".join([tally.line(), extra]).strip())
-    assert tally.lost == 0, tally
-    assert tally.duplicated == 0, tally.duplicates
-    assert tally.completed + tally.failed_with_reason == tally.submitted, tally
 
 
 def crash_mid_batch(ctx, scenario: str, crash, start, seed: int):

@@ -28,6 +28,19 @@ def test_errors_are_typed_and_carry_the_body(status, kind):
     assert exc.value.error is not None and exc.value.error.message == "what went wrong"
 
 
+def test_a_503_carries_the_servers_retry_after():
+    def down(request: httpx.Request) -> httpx.Response:
+        body = ErrorBody(error=ErrorInfo(code="dependency_unavailable", message="postgres is unavailable (...)"))
+        return httpx.Response(503, json=body.model_dump(), headers={"Retry-After": "5"})
+
+    with pytest.raises(NotReady) as exc:
+        FinagentClient("http://api", transport=httpx.MockTransport(down)).submit("What was revenue?")
+    assert exc.value.code == "dependency_unavailable" and exc.value.retry_after == 5.0
+    with pytest.raises(NotReady) as exc:  # no header: nothing to wait for that the server said
+        FinagentClient("http://api", transport=httpx.MockTransport(lambda r: _error(503, "not_ready"))).get("j1")
+    assert exc.value.retry_after is None
+
+
 def test_a_non_api_error_page_still_raises():
     client = FinagentClient("http://api", transport=httpx.MockTransport(lambda r: httpx.Response(502, text="<html>bad gateway</html>")))
     with pytest.raises(FinagentError) as exc:

@@ -1,0 +1,98 @@
+"""Clients while a server is down, on the real stack: the API and the CLI against a Redis or a Postgres that was
+killed, with real workers behind them. A job the API accepted while Redis was down must run once Redis is back, with
+no one calling a recovery function; a submission refused while Postgres was down must have saved nothing, and its
+503 must say so (Retry-After) rather than hang or answer 500."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api_stub.app import create_app
+from api_stub.runtime import Runtime
+from ops.chaos import Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
+from tests.support.chaos_jobs import check, questions
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+
+def _client(settings, **overrides) -> TestClient:
+    rt = Runtime(settings=settings.model_copy(update=overrides), ready_cache_s=0, ready_deadline_s=2.0)
+    return TestClient(create_app(rt), raise_server_exceptions=False)
+
+
+def _cli(ctx, *args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"FINAGENT_DATABASE_URL": ctx.database_url, "FINAGENT_REDIS_URL": ctx.redis_url}
+    return subprocess.run([sys.executable, "-m", "ops.cli", *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _job_count(ctx) -> int:
+    with ctx.pool.connection() as conn:
+        return conn.execute("SELECT count(*) AS n FROM research_jobs").fetchone()["n"]
+
+
+def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, sample_corpus, workers, slow_scripted,
+                                                                  report):
+    client = _client(settings)
+    texts = questions(3, 21)
+    before = _job_count(ctx)
+    with Supervisor(workers):
+        crash_redis(settings)
+        try:
+            ready = client.get("/readyz")
+            started = time.monotonic()
+            accepted = [client.post("/v1/jobs", json={"question": q, "max_iterations": 1}) for q in texts]
+            submit_s = time.monotonic() - started
+            cli = _cli(ctx, "ask", texts[0])
+        finally:
+            start_redis(settings)
+        assert [r.status_code for r in accepted] == [202] * 3, [r.text for r in accepted]
+        jobs = [r.json()["job_id"] for r in accepted]
+        assert wait_final(ctx, jobs, 240), ("jobs accepted while Redis was down did not finish", diagnose(ctx, jobs))
+    assert ready.status_code == 503
+    checks = {d["loc"][0]: d["msg"] for d in ready.json()["error"]["details"]}
+    assert checks["redis"].startswith("ConnectionError"), checks
+    assert "postgres" not in checks, checks
+    # the CLI checks the broker before it saves a job: one line, exit 3, no job of its own
+    assert cli.returncode == 3, (cli.stdout, cli.stderr)
+    assert cli.stderr.startswith("redis is unavailable") and "Traceback" not in cli.stderr, cli.stderr
+    assert _job_count(ctx) == before + 3  # no job twice, none from the CLI
+    tally = audit(ctx, "redis_down_at_submit", jobs, faults=1)
+    check(tally, report, f"submit_s={submit_s:.2f} readyz={ready.elapsed.total_seconds():.2f}s")
+    assert tally.completed == 3, tally
+
+
+def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, settings, sample_corpus, worker, report):
+    client = _client(settings, api_db_wait_s=1.0)
+    question = {"question": questions(1, 22)[0], "max_iterations": 1}
+    before = _job_count(ctx)
+    crash_postgres(settings)
+    try:
+        refused = client.post("/v1/jobs", json=question, headers={"Idempotency-Key": "while-postgres-is-down"})
+        ready = client.get("/readyz")
+        cli = _cli(ctx, "jobs", "list")
+    finally:
+        start_postgres(settings)
+    assert refused.status_code == 503, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "dependency_unavailable" and error["message"].startswith("postgres is unavailable")
+    assert refused.headers["Retry-After"] == "5"
+    assert ready.status_code == 503 and "postgres" in {d["loc"][0] for d in ready.json()["error"]["details"]}
+    assert cli.returncode == 3, (cli.stdout, cli.stderr)
+    assert cli.stderr.startswith("postgres is unavailable") and "Traceback" not in cli.stderr, cli.stderr
+    # a client retrying as told (Retry-After, the same key) once Postgres is back gets one job; the API's pool may
+    # take a retry or two to reconnect (psycopg_pool's backoff)
+    retries = [refused]
+    while retries[-1].status_code == 503 and len(retries) < 8:
+        time.sleep(int(retries[-1].headers["Retry-After"]))
+        retries.append(client.post("/v1/jobs", json=question, headers={"Idempotency-Key": "while-postgres-is-down"}))
+    retried = retries[-1]
+    assert retried.status_code == 202, [r.text for r in retries]
+    assert _job_count(ctx) == before + 1
+    assert wait_final(ctx, [retried.json()["job_id"]], 120), diagnose(ctx, [retried.json()["job_id"]])
+    report(f"postgres_down_at_submit refused_in={refused.elapsed.total_seconds():.2f}s "
+           f"readyz={ready.elapsed.total_seconds():.2f}s cli_exit={cli.returncode} retries={len(retries) - 1}")
