@@ -72,7 +72,9 @@ class ScrapeContext(Protocol):
     def pool(self) -> Any: ...
 
     @property
-    def redis(self) -> Any: ...
+    def redis_one_attempt(self) -> Any:
+        """A client that does not ride out an outage: a scrape has a timeout of its own (Prometheus: 10 s)."""
+        ...
 
 
 class _Metrics:
@@ -387,8 +389,9 @@ class ScrapeCollector:
                                labels=["source"])
         sources: list[tuple[str, Callable[[], list[Metric]]]] = [
             ("postgres", lambda: [jobs_family(jobs_by_status(self.ctx.pool))]),
-            ("redis", lambda: [queue_family(queue_depths(self.ctx.redis, self.targets.queues)),
-                               *breaker_families(breaker_states(self.ctx.redis, self.targets.breakers, self.ctx.settings))]),
+            ("redis", lambda: [queue_family(queue_depths(self.ctx.redis_one_attempt, self.targets.queues)),
+                               *breaker_families(breaker_states(self.ctx.redis_one_attempt, self.targets.breakers,
+                                                                self.ctx.settings))]),
         ]
         for source, read in sources:
             try:

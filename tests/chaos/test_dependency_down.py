@@ -11,6 +11,7 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from api_stub.app import create_app
 from api_stub.runtime import Runtime
@@ -44,6 +45,7 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
         crash_redis(settings)
         try:
             ready = client.get("/readyz")
+            scrape = client.get("/metrics")
             started = time.monotonic()
             accepted = [client.post("/v1/jobs", json={"question": q, "max_iterations": 1}) for q in texts]
             submit_s = time.monotonic() - started
@@ -57,12 +59,18 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
     checks = {d["loc"][0]: d["msg"] for d in ready.json()["error"]["details"]}
     assert checks["redis"].startswith("ConnectionError"), checks
     assert "postgres" not in checks, checks
+    # the scrape an operator needs most during the outage still answers, saying which source is down
+    assert scrape.status_code == 200, scrape.text
+    up = {s.labels["source"]: s.value for f in text_string_to_metric_families(scrape.text)
+          if f.name == "finagent_scrape_source_up" for s in f.samples}
+    assert up == {"postgres": 1, "redis": 0}, up
     # the CLI checks the broker before it saves a job: one line, exit 3, no job of its own
     assert cli.returncode == 3, (cli.stdout, cli.stderr)
     assert cli.stderr.startswith("redis is unavailable") and "Traceback" not in cli.stderr, cli.stderr
     assert _job_count(ctx) == before + 3  # no job twice, none from the CLI
     tally = audit(ctx, "redis_down_at_submit", jobs, faults=1)
-    check(tally, report, f"submit_s={submit_s:.2f} readyz={ready.elapsed.total_seconds():.2f}s")
+    check(tally, report, f"submit_s={submit_s:.2f} readyz={ready.elapsed.total_seconds():.2f}s "
+                        f"metrics={scrape.elapsed.total_seconds():.2f}s")
     assert tally.completed == 3, tally
 
 

@@ -86,7 +86,7 @@ class DownPool:
 
 class ScrapeCtx:
     def __init__(self, redis, s: Settings):
-        self.redis, self.settings, self.pool = redis, s, DownPool()
+        self.redis_one_attempt, self.settings, self.pool = redis, s, DownPool()
 
 
 def test_render_merges_the_files_with_the_scrape_time_metrics_and_survives_a_source_that_is_down():
