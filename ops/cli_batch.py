@@ -101,15 +101,27 @@ def run(
         raise typer.Exit(1)
 
 
-def _follow(pool, batch_id: str) -> None:
+def _follow(pool, batch_id: str, retry_s: float = 2.0) -> None:
+    """The batch's progress until every question has ended. An overnight run outlives a database restart: while
+    Postgres is unavailable the bar says so and the command keeps waiting (the jobs run on in the workers)."""
     from agent import batches
+    from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 
     columns = (TextColumn("[bold]research jobs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=err) as bar:
         task = None
         while True:
-            p = batches.batch_progress(pool, batch_id)
+            try:
+                p = batches.batch_progress(pool, batch_id)
+            except UNAVAILABLE_TYPES as exc:
+                down = unavailable(exc)
+                if down is None:
+                    raise
+                if task is not None:
+                    bar.update(task, counts=f"waiting for {down.service}: {down.reason}")
+                time.sleep(retry_s)
+                continue
             assert p is not None
             counts = " ".join(f"{k}={v}" for k, v in sorted(p.counts.items()))
             if task is None:

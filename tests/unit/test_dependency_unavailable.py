@@ -215,3 +215,36 @@ def test_the_cli_keeps_the_traceback_of_other_failures(monkeypatch):
     monkeypatch.setattr(cli, "app", canceled)
     with pytest.raises(psycopg.errors.QueryCanceled):
         cli.main()
+
+
+def test_an_overnight_batch_run_waits_out_a_database_restart(monkeypatch):
+    import datetime as dt
+
+    from agent import batches
+    from agent.models.batch import BatchProgress
+    from ops import cli_batch
+
+    answers = [PoolTimeout("couldn't get a connection after 30.00 sec"), psycopg.OperationalError("connection failed"),
+               BatchProgress(batch_id="b", name="n", created_at=dt.datetime.now(dt.UTC), total=2, done=2)]
+
+    def progress(pool, batch_id):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(batches, "batch_progress", progress)
+    cli_batch._follow(None, "b", retry_s=0)
+    assert answers == []  # both outages ridden out, then the finished batch ended the wait
+
+
+def test_a_batch_run_still_stops_on_any_other_failure(monkeypatch):
+    from agent import batches
+    from ops import cli_batch
+
+    def broken(pool, batch_id):
+        raise psycopg.errors.UndefinedTable("relation does not exist")
+
+    monkeypatch.setattr(batches, "batch_progress", broken)
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        cli_batch._follow(None, "b", retry_s=0)
