@@ -50,7 +50,9 @@ EMBED_STARTUP_S = 60.0
 EMBED_PER_TEXT_S = 1.0
 GRACE_S = 15.0  # from the soft exception to the stored failure and the released claim
 COORDINATOR_STEP_S = 60.0
-PUBLIC_CALL_S = 30.0
+# past the 30 s a checkout waits for a Postgres connection (agent.db.DEFAULT_WAIT_S): a public call that meets the
+# database down ends with its PoolTimeout, which submit_research retries, not with the soft limit
+PUBLIC_CALL_S = 45.0
 BEAT_TASK_S = 120.0  # resume_stalled walks every stalled job
 
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from agent import submission
 from agent.infra.events import replay
+from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.job import JobRequest
 from tasks.dispatch import CeleryDispatcher
 from workers.app import app, context
@@ -25,8 +26,13 @@ def _readable(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
 
 
-@app.task(name=SUBMIT_RESEARCH.name, acks_late=True)
-def submit_research(question: str, **fields: Any) -> str:
+# a submission that meets Postgres down is tried again, the caller's `.get()` waiting on the same task id: each try
+# waits up to 30 s for a connection, so about 3 minutes of outage in all before the caller sees the error
+SUBMIT_RETRIES, SUBMIT_RETRY_S = 5, 5.0
+
+
+@app.task(name=SUBMIT_RESEARCH.name, acks_late=True, bind=True, max_retries=SUBMIT_RETRIES)
+def submit_research(self, question: str, **fields: Any) -> str:
     """Create the job (any JobRequest field by keyword; `idempotency_key` makes a retry safe) and return its id."""
     try:
         request = JobRequest(question=question, **fields)
@@ -36,6 +42,11 @@ def submit_research(question: str, **fields: Any) -> str:
         return submission.create(context(), CeleryDispatcher(), request)[0]
     except submission.IdempotencyConflict as exc:
         raise ValueError(str(exc)) from None
+    except UNAVAILABLE_TYPES as exc:
+        if unavailable(exc) is None:
+            raise
+        # nothing was saved: a saved job's submission does not fail on an outage (agent/submission.py)
+        raise self.retry(exc=exc, countdown=SUBMIT_RETRY_S) from None
 
 
 @app.task(name=GET_JOB.name)

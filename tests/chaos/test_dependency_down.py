@@ -4,9 +4,11 @@ no one calling a recovery function; a submission refused while Postgres was down
 503 must say so (Retry-After) rather than hang or answer 500."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -16,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api_stub.app import create_app
 from api_stub.runtime import Runtime
 from ops.chaos import Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
+from ops.stack import celery_broker_url
 from tests.support.chaos_jobs import check, questions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -104,3 +107,35 @@ def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, s
     assert wait_final(ctx, [retried.json()["job_id"]], 120), diagnose(ctx, [retried.json()["job_id"]])
     report(f"postgres_down_at_submit refused_in={refused.elapsed.total_seconds():.2f}s "
            f"readyz={ready.elapsed.total_seconds():.2f}s cli_exit={cli.returncode} retries={len(retries) - 1}")
+
+
+# a service with only celery and the broker URL (tests/integration/test_celery_contract.py has the whole contract)
+SERVICE = textwrap.dedent('''
+    import json, sys, time
+    from celery import Celery
+
+    app = Celery("some-other-service", broker=sys.argv[1], backend=sys.argv[1])
+    started = time.time()
+    job_id = app.send_task("finagent.v1.submit_research", kwargs={"question": sys.argv[2], "max_iterations": 1,
+                           "idempotency_key": "svc-during-outage"}).get(timeout=240)
+    print(json.dumps({"job_id": job_id, "waited_s": round(time.time() - started, 1)}))
+''')
+
+
+def test_a_celery_submission_waits_out_a_postgres_outage(ctx, settings, sample_corpus, worker, report):
+    """Postgres is down for longer than a worker's wait for a connection (30 s): the public submit task is retried
+    under the same id, and the service's `.get()` returns the job once Postgres is back."""
+    before = _job_count(ctx)
+    crash_postgres(settings)
+    try:
+        service = subprocess.Popen([sys.executable, "-I", "-c", SERVICE, celery_broker_url(ctx.redis_url), questions(1, 23)[0]],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
+        time.sleep(40)
+    finally:
+        start_postgres(settings)
+    out, err = service.communicate(timeout=240)
+    assert service.returncode == 0, err[-3000:]
+    job_id = json.loads(out.strip().splitlines()[-1])["job_id"]
+    assert wait_final(ctx, [job_id], 120), diagnose(ctx, [job_id])
+    assert _job_count(ctx) == before + 1
+    report(f"celery_submit_during_postgres_outage outage_s=40 waited_s={json.loads(out.strip().splitlines()[-1])['waited_s']}")
