@@ -107,8 +107,9 @@ async def _dependency_error(request: Request, exc: Exception) -> JSONResponse:
     if down is None:
         return await _internal_error(request, exc)
     log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, down.service, down.reason)
-    return error_response(503, "dependency_unavailable", f"{down.service} is unavailable ({down.reason}); retry the "
-                          "request later (a submission with the same Idempotency-Key cannot make a second job)",
+    hint = " (a submission with the same Idempotency-Key cannot make a second job)" if request.method == "POST" else ""
+    return error_response(503, "dependency_unavailable",
+                          f"{down.service} is unavailable ({down.reason}); retry the request later{hint}",
                           headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
 
 

@@ -151,4 +151,5 @@ async def events(job_id: JobId, rt: Runtime = Depends(runtime),
     terminal job_status event. A comment ping keeps idle connections open through proxies."""
     after = check_event_id(header_id or query_id)
     await asyncio.to_thread(load, rt, job_id)
+    await rt.aredis.ping()  # Redis down is a 503 with Retry-After here, not a 200 whose stream breaks at once
     return EventSourceResponse(job_events(rt, job_id, after), ping=rt.sse_ping_s)

@@ -19,7 +19,7 @@ from httpx_sse import ServerSentEvent, SSEError, connect_sse
 from agent.models.api import BatchSubmitted, Health, JobEvent, JobPage, JobSummary, JobView, Readiness, Submitted
 from agent.models.batch import BatchItem, BatchProgress
 from agent.models.job import FINAL_STATUSES, JobRequest
-from finagent.errors import FinagentError, raise_for_error
+from finagent.errors import FinagentError, NotReady, raise_for_error
 
 # an event stream is idle between events except for the server's keep-alive pings (every 15 s by default)
 EVENTS_READ_TIMEOUT_S = 60.0
@@ -113,7 +113,8 @@ class FinagentClient:
 
     def wait(self, job_id: str, timeout: float = 300.0) -> JobView:
         """The job once it has finished. Follows its events (resuming after a dropped connection), falls back to
-        polling when the stream fails, and raises TimeoutError when `timeout` seconds pass first."""
+        polling when the stream fails, keeps asking through a server that answers 503 or cannot be reached, and
+        raises TimeoutError when `timeout` seconds pass first."""
         deadline = time.monotonic() + timeout
         last_id: str | None = None
         while (remaining := deadline - time.monotonic()) > 0:
@@ -124,10 +125,13 @@ class FinagentClient:
                         break
                     if time.monotonic() >= deadline:
                         break
-            except (httpx.TransportError, SSEError):
-                pass  # the stream failed: poll below, then try the stream again
-            job = self.get(job_id)
-            if job.status in FINAL_STATUSES:
+            except (httpx.TransportError, SSEError, NotReady):
+                pass  # the stream failed, or Redis is down (503): poll below, then try the stream again
+            try:
+                job: JobView | None = self.get(job_id)
+            except (httpx.TransportError, NotReady):
+                job = None  # the server or its database is down for now: the job is not lost, ask again
+            if job is not None and job.status in FINAL_STATUSES:
                 return job
             time.sleep(max(0.0, min(self.poll_interval, deadline - time.monotonic())))
         raise TimeoutError(f"job {job_id} did not finish within {timeout:g} s")

@@ -53,6 +53,7 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
             accepted = [client.post("/v1/jobs", json={"question": q, "max_iterations": 1}) for q in texts]
             submit_s = time.monotonic() - started
             cli = _cli(ctx, "ask", texts[0])
+            stream = client.get(f"/v1/jobs/{accepted[0].json()['job_id']}/events")
         finally:
             start_redis(settings)
         assert [r.status_code for r in accepted] == [202] * 3, [r.text for r in accepted]
@@ -62,6 +63,9 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
     checks = {d["loc"][0]: d["msg"] for d in ready.json()["error"]["details"]}
     assert checks["redis"].startswith("ConnectionError"), checks
     assert "postgres" not in checks, checks
+    # a stream that could only break at once is refused before it starts, as a retry-later
+    assert stream.status_code == 503 and stream.json()["error"]["code"] == "dependency_unavailable", stream.text
+    assert stream.headers["Retry-After"] == "5"
     # the scrape an operator needs most during the outage still answers, saying which source is down
     assert scrape.status_code == 200, scrape.text
     up = {s.labels["source"]: s.value for f in text_string_to_metric_families(scrape.text)

@@ -79,6 +79,22 @@ def test_wait_polls_when_the_stream_fails_and_returns_the_finished_job():
     assert len(polls) == 3
 
 
+def test_wait_keeps_asking_through_a_server_whose_redis_or_postgres_is_down():
+    polls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events"):  # Redis down for the whole wait
+            return _error(503, "dependency_unavailable", "redis is unavailable (...)")
+        polls.append(request)
+        if len(polls) <= 2:  # then Postgres too, for two polls
+            return _error(503, "dependency_unavailable", "postgres is unavailable (...)")
+        return httpx.Response(200, json=JOB | {"status": "completed"})
+
+    client = FinagentClient("http://api", poll_interval=0.01, transport=httpx.MockTransport(handler))
+    assert client.wait("j1", timeout=5).status == "completed"
+    assert len(polls) == 3
+
+
 def test_wait_gives_up_on_time():
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/events"):
