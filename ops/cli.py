@@ -54,11 +54,12 @@ def config_show(as_json: bool = typer.Option(False, "--json")):
 
 @services_app.command("status")
 def services_status(as_json: bool = typer.Option(False, "--json")):
+    from agent.redact import mask_url
     from ops.stack import embedded_huge_pages, status
     from ops.workers import worker_status
 
     settings = get_settings()
-    rows = [s.model_dump() for s in status(settings)]
+    rows = [s.model_dump() | {"url": s.url and mask_url(s.url)} for s in status(settings)]  # no password printed
     workers = worker_status(settings)
     huge = embedded_huge_pages(settings)
     if as_json:
@@ -75,10 +76,11 @@ def services_status(as_json: bool = typer.Option(False, "--json")):
 
 @services_app.command("start")
 def services_start(workers: bool = typer.Option(True, help="Also start local Celery workers.")):
+    from agent.redact import mask_url
     from ops.runtime import bootstrap
 
     ctx = bootstrap(workers=workers)
-    console.print(f"[green]ready[/green] postgres={ctx.database_url} redis={ctx.redis_url}")
+    console.print(f"[green]ready[/green] postgres={mask_url(ctx.database_url)} redis={mask_url(ctx.redis_url)}")
 
 
 @services_app.command("stop")

@@ -169,3 +169,19 @@ def test_config_show_masks_every_secret(settings, monkeypatch, as_json):
     assert result.exit_code == 0, result.output
     assert leaked(result.output) == []
     assert "planner-model" in result.output and "llm.example.test" in result.output  # the settings are still shown
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_services_status_prints_no_password_of_a_configured_server(monkeypatch, tmp_path, as_json):
+    from typer.testing import CliRunner
+
+    from agent.settings import Settings
+    from ops.cli import app
+
+    settings = Settings(data_dir=tmp_path, database_url="postgresql://app:pg-hunter22@127.0.0.1:9/x",
+                        redis_url="redis://:rd-hunter22@127.0.0.1:9/0")  # nothing listens: both are "not running"
+    monkeypatch.setattr("ops.cli.get_settings", lambda: settings)
+    result = CliRunner().invoke(app, ["services", "status", *(["--json"] if as_json else [])], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "hunter22" not in result.output
+    assert "postgresql://app:********@127.0.0.1:9/x" in result.output and "redis://:********@127.0.0.1:9/0" in result.output
