@@ -62,12 +62,23 @@ def submit_and_follow(ctx, request: JobRequest, timeout_s: float = 900, on_event
 
 
 def follow_job(ctx, job_id: str, timeout_s: float = 900, on_event=None) -> tuple[jobstore.JobRow, list[Event]]:
+    """The job's events until its terminal status, then the job. A server that goes down meanwhile ends the command
+    (ops.cli.main says which), but not the job: where to pick it up again is printed first."""
+    from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
+
     events = []
-    for ev in follow(ctx.redis, job_id, timeout_s=timeout_s):
-        events.append(ev)
-        if on_event:
-            on_event(ev)
-    job = jobstore.load_job(ctx.pool, job_id)
+    try:
+        for ev in follow(ctx.redis, job_id, timeout_s=timeout_s):
+            events.append(ev)
+            if on_event:
+                on_event(ev)
+        job = jobstore.load_job(ctx.pool, job_id)
+    except UNAVAILABLE_TYPES as exc:
+        down = unavailable(exc)
+        if down is not None:
+            console.print(f"job {job_id} goes on in the workers; once {down.service} is back, "
+                          f"`finagent jobs events {job_id}` follows it and `finagent jobs show {job_id}` has its result", soft_wrap=True)
+        raise
     assert job is not None  # the job was created before its events were followed
     return job, events
 

@@ -248,3 +248,19 @@ def test_a_batch_run_still_stops_on_any_other_failure(monkeypatch):
     monkeypatch.setattr(batches, "batch_progress", broken)
     with pytest.raises(psycopg.errors.UndefinedTable):
         cli_batch._follow(None, "b", retry_s=0)
+
+
+def test_a_followed_job_that_loses_redis_says_where_to_pick_it_up(monkeypatch, capsys):
+    from ops import ask
+
+    def follow(redis_client, job_id, timeout_s):
+        yield from ()
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(ask, "follow", follow)
+    with pytest.raises(redis.ConnectionError):  # ops.cli.main turns it into its one line and exit status 3
+        ctx = _FakeContext()
+        ctx.redis = object()
+        ask.follow_job(ctx, "job-7")
+    err = capsys.readouterr().err
+    assert "job job-7 goes on in the workers; once redis is back" in err and "finagent jobs events job-7" in err
