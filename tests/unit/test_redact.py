@@ -173,6 +173,7 @@ def test_config_show_masks_every_secret(settings, monkeypatch, as_json):
 
 @pytest.mark.parametrize("as_json", [True, False])
 def test_services_status_prints_no_password_of_a_configured_server(monkeypatch, tmp_path, as_json):
+    from rich.console import Console
     from typer.testing import CliRunner
 
     from agent.settings import Settings
@@ -181,7 +182,12 @@ def test_services_status_prints_no_password_of_a_configured_server(monkeypatch, 
     settings = Settings(data_dir=tmp_path, database_url="postgresql://app:pg-hunter22@127.0.0.1:9/x",
                         redis_url="redis://:rd-hunter22@127.0.0.1:9/0")  # nothing listens: both are "not running"
     monkeypatch.setattr("ops.cli.get_settings", lambda: settings)
-    result = CliRunner().invoke(app, ["services", "status", *(["--json"] if as_json else [])], env={"COLUMNS": "200"})
+    monkeypatch.setattr("ops.cli.console", Console(width=200))  # wide enough for the whole URL in the table
+    result = CliRunner().invoke(app, ["services", "status", *(["--json"] if as_json else [])])
     assert result.exit_code == 0, result.output
     assert "hunter22" not in result.output
-    assert "postgresql://app:********@127.0.0.1:9/x" in result.output and "redis://:********@127.0.0.1:9/0" in result.output
+    if as_json:
+        urls = {s["name"]: s["url"] for s in json.loads(result.output)["services"]}
+        assert urls == {"postgres": "postgresql://app:********@127.0.0.1:9/x", "redis": "redis://:********@127.0.0.1:9/0"}
+    else:
+        assert "postgresql://app:********@127.0.0.1:9/x" in result.output and "redis://:********@127.0.0.1:9/0" in result.output
