@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from agent.context import Context
@@ -98,19 +98,27 @@ def _announce_and_start(ctx: Context, dispatcher: Dispatcher, job_id: str, batch
     submission succeeds: the reconciler sends its first step once the broker is back (tasks/reconcile.py), where an
     error would have the caller retry and make a second job. One attempt at Redis, not the ~20 s a worker rides out: a
     batch of a thousand lines must not wait that long for each."""
-    try:
+    def send() -> None:
         publish(ctx.redis_one_attempt, job_id, "job_status", "queued", {"status": "queued"},
                 ctx.settings.event_stream_maxlen)
         if batch:
             admit_batch_jobs(ctx, dispatcher)
         else:
             dispatcher.start(job_id, batch=False)
+
+    _unless_redis_is_down(send, f"job {job_id} is saved but not started", "the reconciler starts it when it is back")
+
+
+def _unless_redis_is_down(send: Callable[[], None], saved: str, then: str) -> None:
+    """`send` what follows a committed change (events, broker messages); a server being down is logged, not raised:
+    the change is in Postgres, and what acts on it there picks it up once the server is back."""
+    try:
+        send()
     except UNAVAILABLE_TYPES as exc:
         down = unavailable(exc)
         if down is None:
             raise
-        log.warning("job %s is saved but not started: %s is unavailable (%s); the reconciler starts it when it is back",
-                    job_id, down.service, down.reason)
+        log.warning("%s: %s is unavailable (%s); %s", saved, down.service, down.reason, then)
 
 
 def admit_batch_jobs(ctx: Context, dispatcher: Dispatcher) -> list[str]:
@@ -160,8 +168,12 @@ def cancel(ctx: Context, dispatcher: Dispatcher, job_id: str) -> str:
     if job.status in FINAL_STATUSES:
         return job.status
     if jobstore.request_cancel(ctx.pool, job.id):
-        publish(ctx.redis, job.id, "agent_decision", "Cancel requested: stopping at the next step.",
-                {"action": "cancel"}, ctx.settings.event_stream_maxlen)
-        dispatcher.cancel(job)
+        def send() -> None:
+            publish(ctx.redis_one_attempt, job.id, "agent_decision", "Cancel requested: stopping at the next step.",
+                    {"action": "cancel"}, ctx.settings.event_stream_maxlen)
+            dispatcher.cancel(job)
+
+        _unless_redis_is_down(send, f"job {job.id}'s cancel is saved but not sent",
+                              "the job ends as cancelled at its next step")
     refreshed = jobstore.load_job(ctx.pool, job.id)
     return refreshed.status if refreshed else job.status

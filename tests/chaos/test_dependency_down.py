@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.persistence import jobstore
 from api_stub.app import create_app
 from api_stub.runtime import Runtime
 from ops.chaos import Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
@@ -54,11 +55,15 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
             submit_s = time.monotonic() - started
             cli = _cli(ctx, "ask", texts[0])
             stream = client.get(f"/v1/jobs/{accepted[0].json()['job_id']}/events")
+            doomed = client.post("/v1/jobs", json={"question": questions(1, 24)[0], "max_iterations": 1})
+            cancel = client.delete(f"/v1/jobs/{doomed.json()['job_id']}")
         finally:
             start_redis(settings)
         assert [r.status_code for r in accepted] == [202] * 3, [r.text for r in accepted]
+        assert cancel.status_code == 202, cancel.text  # the cancel is saved; the job's next step reads it
         jobs = [r.json()["job_id"] for r in accepted]
-        assert wait_final(ctx, jobs, 240), ("jobs accepted while Redis was down did not finish", diagnose(ctx, jobs))
+        assert wait_final(ctx, [*jobs, doomed.json()["job_id"]], 240), ("jobs accepted while Redis was down did not "
+                                                                         "finish", diagnose(ctx, jobs))
     assert ready.status_code == 503
     checks = {d["loc"][0]: d["msg"] for d in ready.json()["error"]["details"]}
     assert checks["redis"].startswith("ConnectionError"), checks
@@ -74,7 +79,8 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
     # the CLI checks the broker before it saves a job: one line, exit 3, no job of its own
     assert cli.returncode == 3, (cli.stdout, cli.stderr)
     assert cli.stderr.startswith("redis is unavailable") and "Traceback" not in cli.stderr, cli.stderr
-    assert _job_count(ctx) == before + 3  # no job twice, none from the CLI
+    assert _job_count(ctx) == before + 4  # no job twice, none from the CLI
+    assert jobstore.load_job(ctx.pool, doomed.json()["job_id"]).status == "cancelled"
     tally = audit(ctx, "redis_down_at_submit", jobs, faults=1)
     check(tally, report, f"submit_s={submit_s:.2f} readyz={ready.elapsed.total_seconds():.2f}s "
                         f"metrics={scrape.elapsed.total_seconds():.2f}s")

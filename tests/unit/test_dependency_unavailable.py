@@ -180,6 +180,21 @@ def test_a_saved_job_is_accepted_with_redis_down(monkeypatch, caplog):
     assert "job job-1 is saved but not started: redis is unavailable" in caplog.text
 
 
+def test_a_cancel_saved_with_redis_down_is_accepted(monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    def down(*args, **kwargs):
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6999. Connection refused.")
+
+    submission = _submission(monkeypatch, down)
+    monkeypatch.setattr(submission, "find_job", lambda ctx, job_id: SimpleNamespace(id=job_id, status="running"))
+    monkeypatch.setattr(submission.jobstore, "request_cancel", lambda pool, job_id: True)
+    monkeypatch.setattr(submission.jobstore, "load_job", lambda pool, job_id: SimpleNamespace(status="running"))
+    # the coordinator ends the job at its next step: the cancel is in Postgres, where every step reads it
+    assert submission.cancel(_FakeContext(redis_client=object()), _Recorder(), "job-2") == "running"
+    assert "job job-2's cancel is saved but not sent: redis is unavailable" in caplog.text
+
+
 def test_a_saved_job_still_fails_on_anything_else(monkeypatch):
     def broken(*args, **kwargs):
         raise redis.ResponseError("WRONGTYPE")
