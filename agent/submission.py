@@ -106,10 +106,10 @@ def _announce_and_start(ctx: Context, dispatcher: Dispatcher, job_id: str, batch
         else:
             dispatcher.start(job_id, batch=False)
 
-    _unless_redis_is_down(send, f"job {job_id} is saved but not started", "the reconciler starts it when it is back")
+    _unless_a_server_is_down(send, f"job {job_id} is saved but not started", "the reconciler starts it when it is back")
 
 
-def _unless_redis_is_down(send: Callable[[], None], saved: str, then: str) -> None:
+def _unless_a_server_is_down(send: Callable[[], None], saved: str, then: str) -> None:
     """`send` what follows a committed change (events, broker messages); a server being down is logged, not raised:
     the change is in Postgres, and what acts on it there picks it up once the server is back."""
     try:
@@ -173,7 +173,7 @@ def cancel(ctx: Context, dispatcher: Dispatcher, job_id: str) -> str:
                     {"action": "cancel"}, ctx.settings.event_stream_maxlen)
             dispatcher.cancel(job)
 
-        _unless_redis_is_down(send, f"job {job.id}'s cancel is saved but not sent",
+        _unless_a_server_is_down(send, f"job {job.id}'s cancel is saved but not sent",
                               "the job ends as cancelled at its next step")
     refreshed = jobstore.load_job(ctx.pool, job.id)
     return refreshed.status if refreshed else job.status
