@@ -1,7 +1,8 @@
-"""Clients while a server is down, on the real stack: the API and the CLI against a Redis or a Postgres that was
-killed, with real workers behind them. A job the API accepted while Redis was down must run once Redis is back, with
-no one calling a recovery function; a submission refused while Postgres was down must have saved nothing, and its
-503 must say so (Retry-After) rather than hang or answer 500."""
+"""Clients while a server is down, on the real stack: the API, the CLI and a Celery-only service against a Redis or a
+Postgres that was killed, with real workers behind them. A job the API accepted (or a cancel it saved) while Redis was
+down must take effect once Redis is back, with no one calling a recovery function; a submission refused while
+Postgres was down must have saved nothing, and its 503 must say so (Retry-After) rather than hang or answer 500; a
+Celery submission must wait the outage out."""
 from __future__ import annotations
 
 import json
