@@ -482,7 +482,7 @@ def main() -> None:
     met them: an embedded server that will not start (a setting it cannot run with, a broken data dir: its log's
     reason, exit status 2), and Postgres or Redis down or unreachable (exit status 3)."""
     from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
-    from agent.settings import ENV_PREFIX
+    from agent.settings import env_var
     from ops.stack import EmbeddedServerError
 
     try:
@@ -494,7 +494,7 @@ def main() -> None:
         down = unavailable(exc)
         if down is None:
             raise
-        setting = f"{ENV_PREFIX}{'DATABASE_URL' if down.service == 'postgres' else 'REDIS_URL'}"
+        setting = env_var("database_url" if down.service == "postgres" else "redis_url")
         err.print(f"{down.service} is unavailable: {down.reason} (is it running? {setting} names it; "
                   "`finagent services status` shows what runs here)", style="red", markup=False, highlight=False)
         raise SystemExit(3) from None

@@ -211,11 +211,10 @@ def status(settings: Settings) -> list[ServiceStatus]:
 
 def embedded_huge_pages(settings: Settings) -> pg_memory.HugePages | None:
     """The embedded Postgres's huge pages (ops/pg_memory.py), while it runs; None for an external database."""
-    import psycopg
-
     pid = None if settings.database_url else _running_postmaster(settings)
     if pid is None:
         return None
+    import psycopg
     from pgserver.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(_pg_dir(settings))
