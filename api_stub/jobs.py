@@ -148,7 +148,8 @@ async def events(job_id: JobId, rt: Runtime = Depends(runtime),
                  query_id: str | None = Query(None, alias="last_event_id",
                                               description="for clients that cannot set Last-Event-ID; the header wins")):
     """Replays the events after Last-Event-ID (or from the start), then streams new ones; ends after the
-    terminal job_status event. A comment ping keeps idle connections open through proxies."""
+    terminal job_status event. A comment ping keeps idle connections open through proxies. An open stream waits
+    out a Redis outage (an SSE comment says so) and carries on from its last event."""
     after = check_event_id(header_id or query_id)
     await asyncio.to_thread(load, rt, job_id)
     await rt.aredis.ping()  # Redis down is a 503 with Retry-After here, not a 200 whose stream breaks at once

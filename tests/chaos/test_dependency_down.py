@@ -2,7 +2,8 @@
 Postgres that was killed, with real workers behind them. A job the API accepted (or a cancel it saved) while Redis was
 down must take effect once Redis is back, with no one calling a recovery function; a submission refused while
 Postgres was down must have saved nothing, and its 503 must say so (Retry-After) rather than hang or answer 500; a
-Celery submission must wait the outage out."""
+Celery submission must wait the outage out; an events stream open when Redis goes must stay open and deliver every
+event once Redis is back."""
 from __future__ import annotations
 
 import json
@@ -10,12 +11,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.infra.events import stream_key
 from agent.persistence import jobstore
 from api_stub.app import create_app
 from api_stub.runtime import Runtime
@@ -86,6 +89,45 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
     check(tally, report, f"submit_s={submit_s:.2f} readyz={ready.elapsed.total_seconds():.2f}s "
                         f"metrics={scrape.elapsed.total_seconds():.2f}s")
     assert tally.completed == 3, tally
+
+
+def test_an_open_events_stream_rides_out_a_redis_restart(ctx, settings, sample_corpus, workers, slow_scripted, report):
+    client = _client(settings)
+    job_id = client.post("/v1/jobs", json={"question": questions(1, 25)[0], "max_iterations": 1}).json()["job_id"]
+    lines: list[str] = []
+    first_event = threading.Event()
+
+    def read() -> None:
+        with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+            lines.append(f"status {response.status_code}")
+            for line in response.iter_lines():
+                lines.append(line)
+                first_event.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    with Supervisor(workers):
+        reader.start()
+        assert first_event.wait(60), lines
+        crash_redis(settings)
+        try:
+            time.sleep(3)
+        finally:
+            start_redis(settings)
+        reader.join(240)
+    assert not reader.is_alive(), ("the stream did not end after Redis came back", lines[-5:], diagnose(ctx, [job_id]))
+    assert lines[0] == "status 200"
+    ids = [line.removeprefix("id: ") for line in lines if line.startswith("id: ")]
+    events = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+    assert len(ids) == len(set(ids)) and ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+    # every event Redis holds for the job reached the client (the client may hold more: AOF keeps all but the last
+    # second before the kill)
+    held = [entry_id for entry_id, _ in ctx.redis.xrange(stream_key(job_id))]
+    assert set(held) <= set(ids), sorted(set(held) - set(ids))
+    assert events[-1]["type"] == "job_status" and events[-1]["data"]["status"] == "completed", events[-3:]
+    comments = [line for line in lines if line.startswith(": ") and not line.startswith(": ping")]
+    assert comments[0].startswith(": redis is unavailable") and comments[-1].startswith(": resumed after event"), comments
+    assert jobstore.load_job(ctx.pool, job_id).status == "completed"
+    report(f"stream_across_redis_restart events={len(ids)} comments={len(comments)}")
 
 
 def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, settings, sample_corpus, worker, report):

@@ -204,6 +204,72 @@ def test_a_saved_job_still_fails_on_anything_else(monkeypatch):
         submission.create(_FakeContext(redis_client=object()), _Recorder(), JobRequest(question="How did revenue develop?"))
 
 
+# ---------- an events stream that is open when Redis goes ----------
+
+class _FlakyStream:
+    """An async Redis whose XREAD returns the next event after the id it is asked for (one at a time, as they come
+    live), and fails `outage` times when asked after `after_id` (the server went)."""
+
+    def __init__(self, entries: list[tuple[str, dict]], outage: int, after_id: str):
+        self.entries, self.outage, self.after_id, self.reads = entries, outage, after_id, []
+
+    async def xread(self, streams: dict, block: int, count: int):
+        (key, last), = streams.items()
+        self.reads.append(last)
+        if last == self.after_id and self.outage:
+            self.outage -= 1
+            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6999. Connection refused.")
+        newer = [(i, f) for i, f in self.entries if tuple(map(int, i.split("-"))) > tuple(map(int, last.split("-")))]
+        return [(key, newer[:1])] if newer else []
+
+
+def _entry(entry_id: str, type_: str, **data) -> tuple[str, dict]:
+    from agent.infra.events import Event
+
+    return entry_id, {"event": Event(type=type_, job_id="job-1", data=data).model_dump_json()}
+
+
+def _drain(rt, after: str) -> list[dict]:
+    import asyncio
+
+    from api_stub import sse
+
+    async def collect():
+        return [m async for m in sse.job_events(rt, "job-1", after)]
+
+    return asyncio.run(collect())
+
+
+def test_an_open_stream_waits_out_a_redis_outage_and_misses_nothing(monkeypatch):
+    from types import SimpleNamespace
+
+    from api_stub import sse
+
+    monkeypatch.setattr(sse, "OUTAGE_WAITS_S", (0.0,))
+    monkeypatch.setattr(sse, "_is_final", lambda rt, job_id: False)
+    entries = [_entry("1-0", "planning"), _entry("2-0", "iteration_start", iteration=1),
+               _entry("3-0", "job_status", status="completed")]
+    flaky = _FlakyStream(entries, outage=3, after_id="1-0")
+    messages = _drain(SimpleNamespace(aredis=flaky), "0-0")
+    comments = [m["comment"] for m in messages if "comment" in m]
+    assert [m["id"] for m in messages if "id" in m] == ["1-0", "2-0", "3-0"]  # each event once, in order
+    assert flaky.reads == ["0-0", "1-0", "1-0", "1-0", "1-0", "2-0"]  # it resumed after the last event it had sent
+    assert len(comments) == 2, messages  # one when the outage starts, one when it ends: not one per attempt
+    assert comments[0].startswith("redis is unavailable (Error 111") and "after event 1-0" in comments[0]
+    assert comments[1] == "resumed after event 1-0"
+
+
+def test_an_open_stream_still_fails_on_anything_else(monkeypatch):
+    from types import SimpleNamespace
+
+    class Broken:
+        async def xread(self, streams, block, count):
+            raise redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+    with pytest.raises(redis.ResponseError):
+        _drain(SimpleNamespace(aredis=Broken()), "0-0")
+
+
 # ---------- the CLI ----------
 
 def test_the_cli_says_which_server_is_down_in_one_line(monkeypatch, capsys):
