@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 
 from agent.infra import liveness
+from agent.infra.events import publish, stream_key
 from agent.models.steps import TaskCall, call_waves
 from agent.persistence import jobstore
 from tasks.dispatch import advance_task_id, call_task_id, start_task_id
@@ -143,6 +144,9 @@ def reconcile_quiet_jobs() -> list[str]:
             continue  # waiting its turn
         log.warning("job %s at %s lost %s; re-sending %s", job.id, job.step, ", ".join(lost),
                     "its step's body" if body else "its step")
+        if job.step == "start" and not ctx.redis.exists(stream_key(job.id)):
+            # saved while Redis was down (agent.submission): its stream begins with `queued`, as every job's does
+            publish(ctx.redis, job.id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
         resume_job(job)
         jobstore.touch(ctx.pool, job.id)  # at most one repair per grace period
         acted.append(job.id)

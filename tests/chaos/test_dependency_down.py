@@ -85,6 +85,9 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
     assert cli.stderr.startswith("redis is unavailable") and "Traceback" not in cli.stderr, cli.stderr
     assert _job_count(ctx) == before + 4  # no job twice, none from the CLI
     assert jobstore.load_job(ctx.pool, doomed.json()["job_id"]).status == "cancelled"
+    # their streams begin as every job's does, with the `queued` status the submission could not publish
+    firsts = [json.loads(ctx.redis.xrange(stream_key(j), count=1)[0][1]["event"]) for j in jobs]
+    assert [(e["type"], e["data"]) for e in firsts] == [("job_status", {"status": "queued"})] * 3, firsts
     tally = audit(ctx, "redis_down_at_submit", jobs, faults=1)
     check(tally, report, f"submit_s={submit_s:.2f} readyz={ready.elapsed.total_seconds():.2f}s "
                         f"metrics={scrape.elapsed.total_seconds():.2f}s")
