@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection
 from typing import Protocol
 
 from agent.context import Context
-from agent.infra.events import publish
+from agent.infra.events import publish, stream_key
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.api import JobView
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
@@ -125,9 +125,24 @@ def admit_batch_jobs(ctx: Context, dispatcher: Dispatcher) -> list[str]:
     """Start the oldest waiting batch jobs while fewer than `batch_concurrency` run; called when a batch job is
     submitted or ends, and by the beat. The rest wait in the database, not in the broker."""
     admitted = batchstore.claim_batch_slots(ctx.pool, ctx.settings.batch_concurrency)
+    announce_unannounced(ctx, admitted)
     for job_id in admitted:
         dispatcher.start(job_id, batch=True)
     return admitted
+
+
+def announce_unannounced(ctx: Context, job_ids: list[str]) -> None:
+    """The `queued` event of each job whose stream is empty: its submission met Redis down (`_announce_and_start`).
+    Called before a job's first step is sent, so every job's stream begins with it. One round trip to look."""
+    if not job_ids:
+        return
+    with ctx.redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.exists(stream_key(job_id))
+        found = pipe.execute()
+    for job_id, exists in zip(job_ids, found):
+        if not exists:
+            publish(ctx.redis, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
 
 
 def rerun_with_feedback(ctx: Context, dispatcher: Dispatcher, parent_id: str, feedback: str) -> tuple[str, bool]:

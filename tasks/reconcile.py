@@ -19,9 +19,9 @@ import logging
 from collections.abc import Callable
 
 from agent.infra import liveness
-from agent.infra.events import publish, stream_key
 from agent.models.steps import TaskCall, call_waves
 from agent.persistence import jobstore
+from agent.submission import announce_unannounced
 from tasks.dispatch import advance_task_id, call_task_id, start_task_id
 from workers.app import app, context, renew_broker_connections
 from workers.topology import Queue
@@ -144,9 +144,8 @@ def reconcile_quiet_jobs() -> list[str]:
             continue  # waiting its turn
         log.warning("job %s at %s lost %s; re-sending %s", job.id, job.step, ", ".join(lost),
                     "its step's body" if body else "its step")
-        if job.step == "start" and not ctx.redis.exists(stream_key(job.id)):
-            # saved while Redis was down (agent.submission): its stream begins with `queued`, as every job's does
-            publish(ctx.redis, job.id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
+        if job.step == "start":
+            announce_unannounced(ctx, [job.id])  # saved while Redis was down
         resume_job(job)
         jobstore.touch(ctx.pool, job.id)  # at most one repair per grace period
         acted.append(job.id)

@@ -195,6 +195,29 @@ def test_a_cancel_saved_with_redis_down_is_accepted(monkeypatch, caplog):
     assert "job job-2's cancel is saved but not sent: redis is unavailable" in caplog.text
 
 
+def test_jobs_saved_while_redis_was_down_get_their_queued_event_when_they_start(monkeypatch):
+    """Admission (batch jobs) and the reconciler (the rest) publish `queued` first for a job whose stream is empty, and
+    only for it: a job announced at submission is not announced twice."""
+    import json
+
+    import fakeredis
+
+    from agent import submission
+    from agent.infra.events import publish, stream_key
+
+    server = fakeredis.FakeServer()
+    ctx = _FakeContext()
+    ctx.redis = fakeredis.FakeRedis(server=server, decode_responses=True)
+    publish(ctx.redis, "announced", "job_status", "queued", {"status": "queued"})
+    monkeypatch.setattr(submission.batchstore, "claim_batch_slots", lambda pool, n: ["announced", "silent"])
+    dispatcher = _Recorder()
+    assert submission.admit_batch_jobs(ctx, dispatcher) == ["announced", "silent"]
+    streams = {j: [json.loads(f["event"]) for _, f in ctx.redis.xrange(stream_key(j))] for j in ("announced", "silent")}
+    assert [(e["type"], e["data"]) for e in streams["silent"]] == [("job_status", {"status": "queued"})]
+    assert len(streams["announced"]) == 1
+    assert dispatcher.started == ["announced", "silent"]
+
+
 def test_a_saved_job_still_fails_on_anything_else(monkeypatch):
     def broken(*args, **kwargs):
         raise redis.ResponseError("WRONGTYPE")
