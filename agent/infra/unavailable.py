@@ -49,6 +49,9 @@ def unavailable(exc: BaseException) -> Unavailable | None:
         service = _classify(current)
         if service is not None:
             lines = [line.strip() for line in str(current).splitlines() if line.strip()]
-            return Unavailable(service=service, reason=redact(lines[0] if lines else type(current).__name__))
+            reason = redact(lines[0] if lines else type(current).__name__)
+            if isinstance(current, PoolTimeout):  # the pool cannot tell a server that is gone from one that is busy
+                reason += ": the server is down, or every pooled connection is in use"
+            return Unavailable(service=service, reason=reason)
         current = current.__cause__ or current.__context__
     return None

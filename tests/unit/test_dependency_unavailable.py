@@ -103,7 +103,8 @@ def test_postgres_down_is_503_with_retry_after():
     for resp in (client.get(f"/v1/jobs/{uuid.uuid4()}"), client.get("/v1/jobs")):
         body = _error(resp, 503)
         assert body.error.code == "dependency_unavailable"
-        assert body.error.message.startswith("postgres is unavailable (couldn't get a connection")
+        assert body.error.message.startswith("postgres is unavailable (couldn't get a connection after 5.00 sec: the "
+                                             "server is down, or every pooled connection is in use)")
         assert resp.headers["Retry-After"] == "5"
 
 
