@@ -78,9 +78,12 @@ def test_jobs_by_status_reports_every_status_with_zero_for_the_missing_ones():
 
 
 class DownPool:
-    """Postgres not answering, as psycopg reports it."""
+    """Postgres not answering, as psycopg reports it; notes how long it was asked to wait."""
 
-    def connection(self):
+    waits: list[float] = []
+
+    def connection(self, timeout: float):
+        self.waits.append(timeout)
         raise psycopg.OperationalError("connection refused")
 
 
@@ -99,6 +102,7 @@ def test_render_merges_the_files_with_the_scrape_time_metrics_and_survives_a_sou
     families = {f.name: f for f in text_string_to_metric_families(payload.decode())}
     up = {s.labels["source"]: s.value for s in families["finagent_scrape_source_up"].samples}
     assert up == {"postgres": 0, "redis": 1}
+    assert ctx.pool.waits == [metrics.SCRAPE_DB_WAIT_S]  # not the API's 5 s or a worker's 30 s
     assert "finagent_jobs" not in families  # no made-up numbers when Postgres is down
     assert {s.labels["queue"]: s.value for s in families["finagent_queue_depth"].samples} == {"coordinator": 1, "llm": 0}
     assert {s.labels["state"] for s in families["finagent_circuit_breaker_state"].samples} == {"closed", "open", "half_open"}
