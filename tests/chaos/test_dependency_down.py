@@ -141,6 +141,7 @@ def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, s
     try:
         refused = client.post("/v1/jobs", json=question, headers={"Idempotency-Key": "while-postgres-is-down"})
         ready = client.get("/readyz")
+        scrape = client.get("/metrics")
         cli = _cli(ctx, "jobs", "list")
     finally:
         start_postgres(settings)
@@ -149,6 +150,10 @@ def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, s
     assert error["code"] == "dependency_unavailable" and error["message"].startswith("postgres is unavailable")
     assert refused.headers["Retry-After"] == "5"
     assert ready.status_code == 503 and "postgres" in {d["loc"][0] for d in ready.json()["error"]["details"]}
+    assert scrape.status_code == 200, scrape.text
+    up = {s.labels["source"]: s.value for f in text_string_to_metric_families(scrape.text)
+          if f.name == "finagent_scrape_source_up" for s in f.samples}
+    assert up == {"postgres": 0, "redis": 1}, up
     assert cli.returncode == 3, (cli.stdout, cli.stderr)
     assert cli.stderr.startswith("postgres is unavailable") and "Traceback" not in cli.stderr, cli.stderr
     # a client retrying as told (Retry-After, the same key) once Postgres is back gets one job; the API's pool may
@@ -162,7 +167,8 @@ def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, s
     assert _job_count(ctx) == before + 1
     assert wait_final(ctx, [retried.json()["job_id"]], 120), diagnose(ctx, [retried.json()["job_id"]])
     report(f"postgres_down_at_submit refused_in={refused.elapsed.total_seconds():.2f}s "
-           f"readyz={ready.elapsed.total_seconds():.2f}s cli_exit={cli.returncode} retries={len(retries) - 1}")
+           f"readyz={ready.elapsed.total_seconds():.2f}s metrics={scrape.elapsed.total_seconds():.2f}s "
+           f"cli_exit={cli.returncode} retries={len(retries) - 1}")
 
 
 # a service with only celery and the broker URL (tests/integration/test_celery_contract.py has the whole contract)
