@@ -44,6 +44,13 @@ def _job_count(ctx) -> int:
         return conn.execute("SELECT count(*) AS n FROM research_jobs").fetchone()["n"]
 
 
+def _sources_up(scrape) -> dict[str, float]:
+    """`finagent_scrape_source_up` by source, from a /metrics response that must have answered."""
+    assert scrape.status_code == 200, scrape.text
+    return {s.labels["source"]: s.value for f in text_string_to_metric_families(scrape.text)
+            if f.name == "finagent_scrape_source_up" for s in f.samples}
+
+
 def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, sample_corpus, workers, slow_scripted,
                                                                   report):
     client = _client(settings)
@@ -76,9 +83,7 @@ def test_jobs_submitted_while_redis_is_down_are_accepted_and_run(ctx, settings, 
     assert stream.status_code == 503 and stream.json()["error"]["code"] == "dependency_unavailable", stream.text
     assert stream.headers["Retry-After"] == "5"
     # the scrape an operator needs most during the outage still answers, saying which source is down
-    assert scrape.status_code == 200, scrape.text
-    up = {s.labels["source"]: s.value for f in text_string_to_metric_families(scrape.text)
-          if f.name == "finagent_scrape_source_up" for s in f.samples}
+    up = _sources_up(scrape)
     assert up == {"postgres": 1, "redis": 0}, up
     # the CLI checks the broker before it saves a job: one line, exit 3, no job of its own
     assert cli.returncode == 3, (cli.stdout, cli.stderr)
@@ -150,9 +155,7 @@ def test_a_submission_while_postgres_is_down_is_refused_and_saves_nothing(ctx, s
     assert error["code"] == "dependency_unavailable" and error["message"].startswith("postgres is unavailable")
     assert refused.headers["Retry-After"] == "5"
     assert ready.status_code == 503 and "postgres" in {d["loc"][0] for d in ready.json()["error"]["details"]}
-    assert scrape.status_code == 200, scrape.text
-    up = {s.labels["source"]: s.value for f in text_string_to_metric_families(scrape.text)
-          if f.name == "finagent_scrape_source_up" for s in f.samples}
+    up = _sources_up(scrape)
     assert up == {"postgres": 0, "redis": 1}, up
     assert cli.returncode == 3, (cli.stdout, cli.stderr)
     assert cli.stderr.startswith("postgres is unavailable") and "Traceback" not in cli.stderr, cli.stderr
