@@ -99,8 +99,7 @@ def _announce_and_start(ctx: Context, dispatcher: Dispatcher, job_id: str, batch
     error would have the caller retry and make a second job. One attempt at Redis, not the ~20 s a worker rides out: a
     batch of a thousand lines must not wait that long for each."""
     def send() -> None:
-        publish(ctx.redis_one_attempt, job_id, "job_status", "queued", {"status": "queued"},
-                ctx.settings.event_stream_maxlen)
+        _publish_queued(ctx, ctx.redis_one_attempt, job_id)
         if batch:
             admit_batch_jobs(ctx, dispatcher)
         else:
@@ -142,7 +141,12 @@ def announce_unannounced(ctx: Context, job_ids: list[str]) -> None:
         found = pipe.execute()
     for job_id, exists in zip(job_ids, found):
         if not exists:
-            publish(ctx.redis, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
+            _publish_queued(ctx, ctx.redis, job_id)
+
+
+def _publish_queued(ctx: Context, redis_client, job_id: str) -> None:
+    """The first event of every job's stream."""
+    publish(redis_client, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
 
 
 def rerun_with_feedback(ctx: Context, dispatcher: Dispatcher, parent_id: str, feedback: str) -> tuple[str, bool]:
