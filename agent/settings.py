@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     data_dir: Path = Path.home() / ".finagent"
-    # the embedded Postgres's buffer cache and index-build memory: "auto" sizes them from the RAM (ops/pg_memory.py),
+    # the embedded Postgres's buffer cache and index-build memory: "auto" sizes them from the RAM (ops/local/pg_memory.py),
     # or a Postgres size such as "2GB"
     embedded_pg_shared_buffers: str = "auto"
     embedded_pg_maintenance_work_mem: str = "auto"
@@ -184,7 +184,7 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = 600
     stalled_job_after_s: int = 900
 
-    # local workers (ops/workers.py): the coordinator process keeps its threads on one CPU and the search and llm
+    # local workers (ops/local/worker_pool.py): the coordinator process keeps its threads on one CPU and the search and llm
     # processes theirs on another (workers/affinity.py); false leaves every process to the scheduler. Containers are
     # never pinned.
     worker_cpu_pinning: bool = True

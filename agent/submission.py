@@ -95,7 +95,7 @@ def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[s
 
 def _announce_and_start(ctx: Context, dispatcher: Dispatcher, job_id: str, batch: bool) -> None:
     """The saved job's `queued` event and its first step. With Redis down the job stays saved and queued, and the
-    submission succeeds: the reconciler sends its first step once the broker is back (tasks/reconcile.py), where an
+    submission succeeds: the reconciler sends its first step once the broker is back (tasks/recovery.py), where an
     error would have the caller retry and make a second job. One attempt at Redis, not the ~20 s a worker rides out: a
     batch of a thousand lines must not wait that long for each."""
     def send() -> None:

@@ -10,7 +10,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import SecretStr
 
 from agent.settings import Settings, env_var
-from api_stub.errors import ApiError
+from api_stub.error_responses import ApiError
 from api_stub.runtime import Runtime, runtime
 
 # auto_error=False: a missing key is our own 401 in the API's error shape, not FastAPI's 403

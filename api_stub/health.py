@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from fastapi import APIRouter, Depends
 
 from agent.models.api import ErrorDetail, Health, Readiness
-from api_stub.errors import error_response, error_responses
+from api_stub.error_responses import error_response, error_responses
 from api_stub.runtime import Runtime, runtime
 from workers.topology import Queue
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api_stub.errors import error_response
+from api_stub.error_responses import error_response
 
 BATCH_PATH = "/v1/batches"
 

@@ -12,7 +12,7 @@ from typing import Any
 from agent.infra.events import TERMINAL_STATUSES, Event, stream_key
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.persistence import jobstore
-from api_stub.errors import ApiError
+from api_stub.error_responses import ApiError
 from api_stub.runtime import Runtime
 
 STREAM_ID = re.compile(r"^\d+(-\d+)?$")

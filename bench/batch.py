@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common
 from bench.pipeline import llm_steps
-from ops.workers import WorkerManager
+from ops.local.worker_pool import WorkerManager
 
 SECTION = "batch"
 PLOT = common.ROOT / "docs" / "batch_rss.png"
@@ -204,7 +204,7 @@ class GridWorkers(WorkerManager):
     names: list[str] = []
 
     def start(self, processes: int, threads: int, batch_env: dict[str, str] | None = None, **overrides: str) -> None:
-        from ops.workers import _prepare_metrics_dir
+        from ops.local.worker_pool import _prepare_metrics_dir
         from workers.topology import WORKERS, Queue, WorkerSpec
 
         self.stop()

@@ -1,6 +1,6 @@
 """The chaos soak: many jobs (half of them an overnight batch) on real workers while a random worker process is
 SIGKILLed every few seconds and a supervisor restarts it; optionally Redis and Postgres crash once each on the way.
-Nobody calls a recovery function. Reports the chaos suite's counts (ops/chaos.py): submitted, completed, failed with a
+Nobody calls a recovery function. Reports the chaos suite's counts (ops/chaos/audit.py): submitted, completed, failed with a
 reason, lost (must be 0), duplicated rows (must be 0), and seconds from each fault to recovery.
 
     python bench/chaos.py [--jobs 200] [--kill-every 5] [--latency 0.5] [--restarts] [--json] [--no-write]
@@ -41,7 +41,7 @@ def main() -> None:
     from agent.models.job import JobRequest
     from agent.settings import get_settings
     from agent.submission import create
-    from ops.chaos import ProgressWatch, Supervisor, audit, crash_postgres, crash_redis, start_postgres, start_redis, wait_final
+    from ops.chaos.audit import ProgressWatch, Supervisor, audit, crash_postgres, crash_redis, start_postgres, start_redis, wait_final
     from tasks.dispatch import CeleryDispatcher
 
     settings = get_settings()

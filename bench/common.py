@@ -187,7 +187,7 @@ _VOCAB = ("revenue margin guidance growth deposits loans capex outlook demand pr
 def real_chunks(folder: Path, size: int = 1000, overlap: int = 150) -> list[list[tuple[str, str, str]]]:
     """Real transcripts chunked by the project's chunker: per document, (speaker, section, text) chunks."""
     from agent.ingest.chunking import chunk_turns
-    from agent.ingest.errors import IngestError
+    from agent.ingest.failures import IngestError
     from agent.ingest.transcripts import parse_transcript
 
     docs = []
@@ -298,7 +298,7 @@ def grow(ctx, gen, embedder, have: int, target: int, index_sql: str) -> dict:
     """Bulk load up to `target` chunks with the HNSW index dropped, then rebuild it from the migration's definition."""
     admin(ctx, "DROP INDEX IF EXISTS transcript_chunks_hnsw")
     loaded, load_s = load(ctx, take(gen, target - have), embedder)
-    build_s = admin(ctx, index_sql)  # in the server's maintenance_work_mem (ops/pg_memory.py) the graph fits: fast build
+    build_s = admin(ctx, index_sql)  # in the server's maintenance_work_mem (ops/local/pg_memory.py) the graph fits: fast build
     admin(ctx, "VACUUM ANALYZE transcript_chunks")
     return {"chunks": have + loaded, "loaded": loaded, "load_s": load_s, "hnsw_build_s": build_s}
 
@@ -409,8 +409,8 @@ def private_stack(data_dir: str | None, **env: str):
     with stdout_to_stderr():
         from agent.db import close_pools
         from agent.settings import get_settings
-        from ops.runtime import bootstrap
-        from ops.stack import stop_embedded
+        from ops.local.bootstrap import bootstrap
+        from ops.local.stack import stop_embedded
 
         settings = get_settings()
         try:
@@ -430,12 +430,12 @@ def remove_dir(path: Path, keep: bool) -> None:
 def sample_stack(name: str = "bench"):
     """The embedded stack under the FINAGENT_* environment `fresh_env` set, the sample transcripts ingested, and a
     WorkerManager for real Celery workers; everything is stopped on exit. Yields (ctx, manager)."""
+    from agent.ingest.runner import ingest
     from agent.settings import get_settings
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
-    from ops.workers import WorkerManager
+    from ops.cli.main import sample_corpus_dir
+    from ops.local.bootstrap import bootstrap
+    from ops.local.stack import stop_embedded
+    from ops.local.worker_pool import WorkerManager
 
     settings = get_settings()
     ctx = bootstrap(settings)

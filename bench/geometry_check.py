@@ -40,7 +40,7 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from ops.ingest_runner import ingest
+    from agent.ingest.runner import ingest
 
     files = sorted(args.transcripts.glob("*.json"))
     say(f"ingesting {len(files)} real transcripts with all-MiniLM-L6-v2")

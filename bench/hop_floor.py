@@ -28,7 +28,7 @@ from celery import chord
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.app import app, context
-from workers.batching import one_publish_batch
+from workers.pipelined_publish import one_publish_batch
 
 LEAF_QUEUE, BODY_QUEUE = "hopfloor-llm", "hopfloor-coordinator"
 LEAF_S = 0.3
@@ -69,8 +69,8 @@ def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: floa
             ) -> dict:
     """Start a body-queue and a leaf-queue worker process (as the coordinator and llm workers run, with their
     environment), time `runs` chains of `stages` chords of `width` leaves, stop the workers. `ctx`: the running stack."""
-    from ops.stack import StackURLs
-    from ops.workers import wait_ready, worker_env
+    from ops.local.stack import StackURLs
+    from ops.local.worker_pool import wait_ready, worker_env
     from workers.topology import WORKERS
 
     urls = StackURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
@@ -121,8 +121,8 @@ def main() -> None:
 
     fresh_env(None, embedding_provider="hash", llm_provider="extractive")
     from agent.settings import get_settings
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
+    from ops.local.bootstrap import bootstrap
+    from ops.local.stack import stop_embedded
 
     settings = get_settings()
     ctx = bootstrap(settings)

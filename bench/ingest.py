@@ -4,7 +4,7 @@ against today's torch path (sentence-transformers) in the same run, with the qua
     .venv/bin/python bench/ingest.py [--json] [--no-write] [--files N] [--part all|even|odd] [--data-dir DIR]
     .venv/bin/python bench/ingest.py --scale [--embedders hash,local] [--files N] [--pages N] [--json] [--no-write]
 
-Speed: real transcript files from ../shared/data/transcripts go through `ops.ingest_runner.ingest` (parse, chunk into
+Speed: real transcript files from ../shared/data/transcripts go through `agent.ingest.runner.ingest` (parse, chunk into
 1,000-character chunks, embed, write to a private embedded Postgres + pgvector), once per embedder, with the tables and
 the embedding cache emptied in between and each model loaded before the clock starts. Real FinanceBench page chunks
 are embedded too (the embedder alone: no ingest kind reads those pages).
@@ -17,7 +17,7 @@ evidence page is in the top 15 (page recall@15) under each embedder.
 `--part even|odd` takes every other transcript file and question (even: where the settings were chosen; odd: held out).
 
 At scale (`--scale`, its own section "Ingestion at scale"): every transcript file, then every FinanceBench pages
-file (`ops.financebench_ingest.ingest_financebench`, what `finagent ingest pages` runs), through the real ingest path
+file (`ops.eval.financebench_ingest.ingest_financebench`, what `finagent ingest pages` runs), through the real ingest path
 inline, once per embedder (the hash embedder: the pipeline's own cost; the local model: the real cost), each pass in
 a process of its own so that its peak RSS is its own; then the same ingest again over the unchanged corpus, with the
 stored-hash lookup and, as the baseline, parsing every file before comparing hashes.
@@ -142,8 +142,8 @@ def reset_corpus(ctx) -> None:
 
 def measure_ingest(ctx, embedder: Embedder, files: list[Path]) -> dict:
     """The real ingest path (inline, as `finagent ingest --inline`) with this embedder behind the product's cache."""
+    from agent.ingest.runner import ingest
     from agent.providers.embeddings import CachedEmbedder
-    from ops.ingest_runner import ingest
 
     reset_corpus(ctx)
     ctx.__dict__["embedder"] = CachedEmbedder(embedder, pool=ctx.pool)  # Context.embedder is a cached_property
@@ -247,10 +247,10 @@ def scale_pass(spec: dict) -> dict:
     os.environ["FINAGENT_EMBEDDING_PROVIDER"] = spec["embedder"]
     with common.stdout_to_stderr():
         from agent.db import close_pools
+        from agent.ingest.runner import ingest
         from agent.settings import get_settings
-        from ops.financebench_ingest import ingest_financebench
-        from ops.ingest_runner import ingest
-        from ops.runtime import bootstrap
+        from ops.eval.financebench_ingest import ingest_financebench
+        from ops.local.bootstrap import bootstrap
 
         ctx = bootstrap(get_settings())
         load_s = None
@@ -355,8 +355,8 @@ def scale_tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
 
 
 SCALE_NOTES = """Method: each pass is one process running the real ingest path inline, as `finagent ingest transcripts
-DIR --inline` and `finagent ingest pages DIR --inline` do (`ops.ingest_runner.ingest`,
-`ops.financebench_ingest.ingest_financebench`): parse, chunk, embed through the product's `CachedEmbedder`, write each
+DIR --inline` and `finagent ingest pages DIR --inline` do (`agent.ingest.runner.ingest`,
+`ops.eval.financebench_ingest.ingest_financebench`): parse, chunk, embed through the product's `CachedEmbedder`, write each
 document in one transaction, on the bench's private embedded Postgres + pgvector and Redis. A first pass fills an
 empty table, so it drops the table's HNSW index and builds it after its last write (agent/ingest/vector_index.py):
 `index_build_s` is that build, included in `seconds`; a load smaller than its table inserts through the index.
@@ -413,7 +413,7 @@ def tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
             ("run", ("figure", "value"), [(k, result.get(k)) for k in RUN])]
 
 
-NOTES = """Method: `chunks_per_s` is the real ingest path, `ops.ingest_runner.ingest` inline (parse, chunk, embed
+NOTES = """Method: `chunks_per_s` is the real ingest path, `agent.ingest.runner.ingest` inline (parse, chunk, embed
 through the product's `CachedEmbedder`, write each document in one transaction on a writer thread), over the same
 transcript files for each embedder, with the documents and the embedding cache emptied between embedders and the model
 loaded (`load_s`, including a first-time ONNX export) and warmed up on 64 page chunks before the clock starts, after

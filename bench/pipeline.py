@@ -46,7 +46,7 @@ WARMUP = (QUESTION, MIXED_QUESTION)
 def _runs(ctx, manager, latency: float, fanout: bool, repeat: int, mode: str = "detailed", question: str = QUESTION) -> dict:
     """`repeat` runs of the question on one set of workers; the median run is reported, with every wall time."""
     from agent.models.job import JobRequest
-    from ops.ask import submit_and_follow
+    from ops.cli.ask import submit_and_follow
 
     started = manager.count
     manager.ensure(FINAGENT_LLM_LATENCY_S=str(latency), FINAGENT_FANOUT=str(fanout).lower())
@@ -125,7 +125,7 @@ def _kind(stage: str) -> str:
 def _run(ctx, mode: str = "detailed", question: str = QUESTION) -> dict:
     from agent.models.job import JobRequest
     from agent.persistence.ledger import load_ledger
-    from ops.ask import submit_and_follow
+    from ops.cli.ask import submit_and_follow
 
     t0 = time.perf_counter()
     job, events = submit_and_follow(ctx, JobRequest(question=question, mode=mode), timeout_s=600)
@@ -152,12 +152,12 @@ def pipeline_stack(data_dir: str | None = None) -> Iterator[tuple[Any, Any]]:
     """The bench's stack: embedded services in a private data dir (hash embedder, extractive provider), the sample
     corpus ingested, and a worker manager; yields (ctx, manager) and stops everything after."""
     fresh_env(data_dir, embedding_provider="hash", llm_provider="extractive")
+    from agent.ingest.runner import ingest
     from agent.settings import get_settings
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
-    from ops.workers import WorkerManager
+    from ops.cli.main import sample_corpus_dir
+    from ops.local.bootstrap import bootstrap
+    from ops.local.stack import stop_embedded
+    from ops.local.worker_pool import WorkerManager
 
     settings = get_settings()
     ctx = bootstrap(settings)

@@ -180,10 +180,10 @@ def main() -> int:
     parser.add_argument("--only", default="", metavar="REGEX", help="only the shapes whose name matches (implies --no-write)")
     args = parser.parse_args()
     fresh_env(None, embedding_provider="hash", llm_provider="extractive")
+    from agent.ingest.runner import ingest
     from agent.settings import get_settings
-    from ops.ingest_runner import ingest
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
+    from ops.local.bootstrap import bootstrap
+    from ops.local.stack import stop_embedded
 
     settings = get_settings()
     ctx = bootstrap(settings)

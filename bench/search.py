@@ -182,7 +182,7 @@ def rare_term_recall(ctx, embed_query, label: str) -> dict:
 # --- ingestion through the real path ----------------------------------------------------------
 
 def measure_ingest(ctx, files: list[Path]) -> dict:
-    from ops.ingest_runner import ingest
+    from agent.ingest.runner import ingest
 
     report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
     if report.errors:
@@ -409,7 +409,7 @@ is over the cap (no keyword-only candidates). `rare_term_*`: queries of one word
 common word ("<word> outlook"); recall@15 = the share whose top 15 holds a chunk with that word, for the GIN side's
 candidates alone (`keyword_side`, no BM25), for the keyword-only search and for the default hybrid search.
 `indexed_insert_chunks_per_s` = the same COPY with the HNSW index in place; `ingest_chunks_per_s` = the real path
-(`ops.ingest_runner.ingest`, fanout off, hash embedder so that the figure is the pipeline's and not the model's, a
+(`agent.ingest.runner.ingest`, fanout off, hash embedder so that the figure is the pipeline's and not the model's, a
 few real transcript files, on the largest table).
 
 Keyword side (agent/retrieval/hybrid.py): every candidate's keyword score is BM25's idea on Postgres full text, the
@@ -424,7 +424,7 @@ long posting list. `keyword_no_candidates_share` = the share of
 queries left with semantic candidates only (a phrase of common words). Memory: `*_mb` are sizes on disk
 (`pg_table_size`, `pg_relation_size`); `search_working_set_mb` = every index of the chunk table, what a warm search
 reads and what shared_buffers must hold. The embedded Postgres sizes shared_buffers and maintenance_work_mem from
-the RAM (`auto`, ops/pg_memory.py): `pg_shared_buffers`, `pg_maintenance_work_mem`. With `--reuse`, sizes listed
+the RAM (`auto`, ops/local/pg_memory.py): `pg_shared_buffers`, `pg_maintenance_work_mem`. With `--reuse`, sizes listed
 in `reused_sizes` keep the build figures of the run that built them (and the smaller sizes all their figures)."""
 
 MINILM = """Vectors: the product's default embedder is all-MiniLM-L6-v2, but embedding 100k chunks with it takes about

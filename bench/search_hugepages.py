@@ -37,7 +37,7 @@ def order(rounds: int) -> list[str]:
 
 def measure_side(args: argparse.Namespace) -> dict:
     """One round, in this process: the kept stack with huge pages `args.side`, a warm pass, then the measured ones."""
-    from ops import pg_memory
+    from ops.local import pg_memory
 
     say = lambda msg: print(f"[bench:search_hugepages] {msg}", file=sys.stderr, flush=True)
     data_dir = Path(args.data_dir)

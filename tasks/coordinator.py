@@ -12,9 +12,9 @@ from agent.infra.events import publish_once, published_marker
 from agent.models.job import FINAL_STATUSES, Outbox
 from agent.persistence import jobstore
 from agent.submission import admit_batch_jobs
-from agent.work.coordinator import advance_job
+from agent.work.step_io import advance_job
 from tasks.dispatch import CeleryDispatcher, advance_signature, advance_task_id, fan_out
-from tasks.reconcile import reconcile_quiet_jobs, unsent_calls
+from tasks.recovery import reconcile_quiet_jobs, unsent_calls
 from workers.app import app, context
 from workers.topology import ADVANCE, RECOVER_ORPHANS, RESUME_STALLED
 
@@ -22,7 +22,7 @@ SERVICE_ERRORS = (ConnectionError, OSError, redis.ConnectionError, redis.Timeout
 
 
 # a step that meets the database or Redis restarting is retried (1, 2, 4 ... 30 s apart: about 3 minutes in all);
-# no STARTED state in the result backend, as for the calls (tasks/base.py): one Redis round trip less per step
+# no STARTED state in the result backend, as for the calls (tasks/fanout.py): one Redis round trip less per step
 @app.task(name=ADVANCE.name, bind=True, acks_late=True, max_retries=8, autoretry_for=SERVICE_ERRORS,
           retry_backoff=True, retry_backoff_max=30, retry_jitter=True, track_started=False)
 def advance(self, job_id: str, done_step: str = "start") -> str:
@@ -82,7 +82,7 @@ def resume_stalled(stalled_after_s: int = 900) -> list[str]:
 def recover_orphans() -> list[str]:
     """Beat task (every few seconds): a job whose task was claimed by a worker that stopped beating (killed,
     its machine gone) gets its current step re-sent under the same task ids, at once; then every job that has stood
-    still for a while is reconciled with what the broker and the workers hold (tasks/reconcile.py)."""
+    still for a while is reconciled with what the broker and the workers hold (tasks/recovery.py)."""
     ctx = context()
     lost = liveness.orphans(ctx.redis)
     resumed = []

@@ -27,7 +27,7 @@ from celery.canvas import Signature, _chain
 from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall, call_waves, wave_rank
 from agent.persistence.jobstore import JobRow
 from workers.app import app, context
-from workers.batching import one_publish_batch
+from workers.pipelined_publish import one_publish_batch
 from workers.topology import ADVANCE, CALL_TASKS, queue_for
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def fan_out_canvas(job_id: str, done_step: str, calls: list[TaskCall], iteration
 
 
 def fan_out(job_id: str, done_step: str, calls: list[TaskCall], iteration: int, batch: bool) -> None:
-    """Send the calls. A chord's messages go to Redis in one pipeline (the first at once, workers/batching.py); if that
+    """Send the calls. A chord's messages go to Redis in one pipeline (the first at once, workers/pipelined_publish.py); if that
     fails, the same messages are sent again one by one, each with Celery's publish retries. A message the failed batch
     did deliver then arrives twice under the same id, which adds nothing: outputs are keyed, and the backend counts a
     chord part once per task id (as when recovery re-sends a step)."""

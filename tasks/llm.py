@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from agent.models.steps import ComposeCall, EvaluateCall, ExtractCall, PlanCall
-from agent.work import research as work
-from tasks.base import JobTask
+from agent.work import calls as work
+from tasks.fanout import JobTask
 from workers.app import app
 from workers.topology import CALL_TASKS
 

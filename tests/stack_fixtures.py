@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.settings import Settings, get_settings
-from ops.workers import WorkerManager
+from ops.local.worker_pool import WorkerManager
 
 CHAOS_PROPERTY = "chaos"  # the user property that carries a chaos scenario's summary line
 
@@ -31,8 +31,8 @@ def settings(tmp_path_factory) -> Settings:
 
 @pytest.fixture(scope="session")
 def ctx(settings):
-    from ops.runtime import bootstrap
-    from ops.stack import stop_embedded
+    from ops.local.bootstrap import bootstrap
+    from ops.local.stack import stop_embedded
 
     context = bootstrap(settings)
     yield context
@@ -80,8 +80,8 @@ def scripted_worker(workers, script_path):
 @pytest.fixture(scope="session")
 def sample_corpus(ctx):
     """The shipped sample corpus (NVDA, AAPL, MSFT transcripts and a small NVDA 10-K), ingested once."""
-    from ops.cli import sample_corpus_dir
-    from ops.ingest_runner import ingest
+    from agent.ingest.runner import ingest
+    from ops.cli.main import sample_corpus_dir
 
     root = sample_corpus_dir()
     reports = [ingest(ctx, "transcript", [root / "transcripts"], fanout=False, quiet=True)]

@@ -9,7 +9,7 @@ trip across CPUs, 5 on one CPU). The coordinator's step runs on its own CPU, bes
 than on theirs; a stage's calls hand over to the next stage's on one CPU. Redis, Postgres and the batch pool (the
 ingestion's embedding) keep every core.
 
-The local launcher (`ops/workers.py`), which knows every process it starts, picks each one's CPU and passes it as
+The local launcher (`ops/local/worker_pool.py`), which knows every process it starts, picks each one's CPU and passes it as
 FINAGENT_WORKER_CPU; the worker pins every thread it has when it starts, and the threads it starts later inherit it.
 Containers get none: their CPUs are the operator's (`cpuset`), and replicas of one service would all pick the same.
 """

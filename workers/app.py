@@ -14,14 +14,14 @@ from kombu import pools
 from agent.context import Context
 from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.settings import get_settings
-from ops.stack import celery_broker_url, resolve_services
+from ops.local.stack import celery_broker_url, resolve_services
 from workers import affinity, signals  # noqa: F401  (one CPU for some pools; metrics: task timings, shutdown, scrape targets)
-from workers.batching import BatchingCelery
+from workers.pipelined_publish import BatchingCelery
 from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 
 KEYWORD_INDEX_SYNC_S = 60.0  # how stale the BM25 index may get; rows past it are still found by the GIN side
 
-TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.search", "tasks.llm", "tasks.coordinator", "tasks.news", "tasks.tenk"]
+TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.quarter_search", "tasks.llm", "tasks.coordinator", "tasks.news_search", "tasks.tenk_agent"]
 
 
 def _config() -> dict[str, Any]:

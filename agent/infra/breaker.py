@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 
 import redis as redis_lib
 
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.infra.redis_tx import watched_transaction
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class CircuitBreaker:
         if self.trial_lease_s <= 0:
             raise ValueError("trial_lease_s must be > 0")
         self.clock = clock
-        self.counted = counted  # the error classes (agent/infra/errors.py) that count as the dependency failing
+        self.counted = counted  # the error classes (agent/infra/error_classes.py) that count as the dependency failing
         prefix = f"finagent:breaker:{name}"
         self.k_failures = f"{prefix}:failures"
         self.k_opened = f"{prefix}:opened_at"

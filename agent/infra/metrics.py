@@ -11,7 +11,7 @@ directory, `settings.metrics_path()` (FINAGENT_METRICS_DIR, default data_dir/met
 PROMETHEUS_MULTIPROC_DIR. `render_metrics` merges every process's files (MultiProcessCollector) with the
 scrape-time collectors, so the API's `/metrics` shows what the workers did. Why it is set up the way it is:
 - prometheus-client picks single- or multi-process values from PROMETHEUS_MULTIPROC_DIR when it is first
-  imported, so the local workers get the variable in their environment (ops/workers.py), and this module sets
+  imported, so the local workers get the variable in their environment (ops/local/worker_pool.py), and this module sets
   it (setdefault) before it imports prometheus-client. That import is lazy, on the first metric recorded:
   importing the Celery app or the API must not write the environment or create directories. If some library
   (Flower) imported prometheus-client before the variable was set, `_metrics()` switches its value class to
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, get_args
 from pydantic import BaseModel, Field
 
 from agent.infra.breaker import BreakerState, CircuitBreaker
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.models.job import FINAL_STATUSES, JobResult, JobState, JobStatus
 from agent.settings import Settings, get_settings
 

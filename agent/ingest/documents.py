@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from agent.ingest.chunking import chunk_turns, split_text
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.models.corpus import FilingDoc, FilingKind, TenKDoc, TranscriptDoc
 
 Kind = Literal["transcript", "10k"]  # what `prepare` reads; filings given as page texts: prepare_pages
@@ -48,7 +48,7 @@ class PreparedDocument(BaseModel):
     content_hash: str
     doc: TranscriptDoc | TenKDoc | FilingDoc
     chunks: list[PreparedChunk]
-    recipe: str = ""  # how its chunks and vectors are made (ops.ingest_runner.ingest_recipe), set before it is stored
+    recipe: str = ""  # how its chunks and vectors are made (agent.ingest.runner.ingest_recipe), set before it is stored
 
     @property
     def fiscal_quarter(self) -> int:
@@ -64,7 +64,7 @@ class PreparedDocument(BaseModel):
 def file_hash(path: Path) -> str:
     """The content hash of a transcript or 10-K file: the SHA-256 of its bytes. What else makes the document (the file
     name, which gives a JSON transcript its ticker and period) is the stored source path, which `ingest` looks the
-    hash up under before reading a file any further (ops/ingest_runner.py)."""
+    hash up under before reading a file any further (agent/ingest/runner.py)."""
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.ingest.chunking import split_text
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.models.corpus import FilingDoc, FilingKind, FilingPage, Period
 from agent.tenk.statements import Statement, classify_pages
 

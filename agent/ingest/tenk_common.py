@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.models.corpus import TenKSection, TenKTable
 
 ITEM_ORDER = ["1", "1A", "1B", "1C", "2", "3", "4", "5", "6", "7", "7A", "8",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.models.corpus import TranscriptDoc, Turn
 
 # {TICKER}_{YYYY}_q{N} (ours) or {TICKER}_q{N}_{YYYY} (upstream)

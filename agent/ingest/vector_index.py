@@ -9,7 +9,7 @@ new chunks as the table holds" keeps a rebuild within twice the load's own rows.
 While an index is deferred, vector searches on that table read every row (exact: the same or better answers,
 slower), and each deferred index's definition is kept in `deferred_indexes`, written in the transaction that drops
 it, so a load that dies leaves what to rebuild behind it. A running load holds a shared advisory lock for its
-duration; `restore_abandoned` (run by `ops.runtime.bootstrap`, i.e. every command and service start) rebuilds only
+duration; `restore_abandoned` (run by `ops.local.bootstrap.bootstrap`, i.e. every command and service start) rebuilds only
 the deferrals no running load holds, and a load that ends rebuilds every deferral, its own and any other's.
 """
 from __future__ import annotations

@@ -178,7 +178,7 @@ class FailedOutput(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
-# Every call stores an output when it ends (its task's result is not kept: tasks/base.py)
+# Every call stores an output when it ends (its task's result is not kept: tasks/fanout.py)
 OUTPUT_MODELS: dict[Stage, type[BaseModel]] = {
     Stage.plan: PlanOutput, Stage.search: SearchOutput, Stage.news: NewsOutput, Stage.extract: ExtractOutput,
     Stage.compose: ComposeOutput, Stage.evaluate: EvaluateOutput, Stage.tenk_plan: TenKPlanOutput,

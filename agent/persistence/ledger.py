@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from agent.db import one_transaction
 from agent.infra import metrics
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.models.research import Usage
 from agent.persistence.jobstore import async_commit
 from agent.redact import redact, scrub_exception

@@ -273,7 +273,7 @@ class Step:
         """The round's extractions, then its compose, then one evaluation per scope, sent at once as waves
         (models.steps.call_waves): the compose starts when the last extraction ends and the evaluations when the compose
         does, with no coordinator step in between. The step after the round reads all three. An evaluation runs only on
-        a composed answer and with time left (agent.work.research.do_evaluate); otherwise it stores why it did not, and
+        a composed answer and with time left (agent.work.calls.do_evaluate); otherwise it stores why it did not, and
         this step ends the job as it would have between compose and evaluation."""
         scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
         return self._dispatch(Stage.extract, [*extracts, ComposeCall(), *(EvaluateCall(scope=s) for s in scopes)])

@@ -19,7 +19,7 @@ import requests
 from pydantic import BaseModel, Field
 
 from agent.infra.breaker import CircuitBreaker, CircuitOpenError
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.models.research import Evidence
 from agent.redact import MASK, redact
 from agent.settings import Settings

@@ -10,7 +10,7 @@ from agent.models.corpus import Period
 from agent.models.job import JobState
 from agent.models.research import Answer, Citation, Evaluation, Evidence, Finding, ScopeFindings, Usage
 from agent.pipeline.scopes import group_by_scope, target_periods
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider
+from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider
 
 _PREFIX = {"transcript": "", "10k": "10K", "10k_table": "10K", "news": "N"}
 

@@ -10,7 +10,7 @@ from agent.models.job import JobState
 from agent.models.research import ResearchPlan, Usage
 from agent.pipeline.budget import budget_note
 from agent.pipeline.inputs import Availability
-from agent.providers.llm.base import LLMProvider, PlanRequest
+from agent.providers.llm.roles import LLMProvider, PlanRequest
 from agent.retrieval.availability import names_and_periods
 from agent.retrieval.companies import load_companies
 from agent.retrieval.periods import resolve

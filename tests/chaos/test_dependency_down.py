@@ -20,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.infra.events import stream_key
 from agent.persistence import jobstore
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
-from ops.chaos import Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
-from ops.stack import celery_broker_url
+from ops.chaos.audit import Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
+from ops.local.stack import celery_broker_url
 from tests.support.chaos_jobs import check, questions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -36,7 +36,7 @@ def _client(settings, **overrides) -> TestClient:
 
 def _cli(ctx, *args: str) -> subprocess.CompletedProcess:
     env = os.environ | {"FINAGENT_DATABASE_URL": ctx.database_url, "FINAGENT_REDIS_URL": ctx.redis_url}
-    return subprocess.run([sys.executable, "-m", "ops.cli", *args], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "ops.cli.main", *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def _job_count(ctx) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.chaos import audit, diagnose, wait_final
-from ops.ingest_runner import ingest
+from agent.ingest.runner import ingest
+from ops.chaos.audit import audit, diagnose, wait_final
 from tests.chaos.test_scenarios import check, submit
 from tests.integration.tavily_server import tavily_server
 from tests.integration.test_injection import OBEYED, gullible, news, without_quotes, write_corpus

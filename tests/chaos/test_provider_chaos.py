@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.chaos import audit, diagnose, wait_final
+from ops.chaos.audit import audit, diagnose, wait_final
 from tests.chaos.test_scenarios import check, questions, submit
 from tests.support.fault_llm import ALL_FAULTS, FaultLLMServer
 

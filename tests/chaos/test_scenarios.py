@@ -1,6 +1,6 @@
 """The chaos suite: jobs and batches on real workers, Redis and Postgres while workers are SIGKILLed, the broker and the
 database crash and come back, and the LLM endpoint fails. Nobody calls a recovery function: the workers, their beat
-and the clients must get every job to an end on their own. Each scenario prints its summary line (ops/chaos.py):
+and the clients must get every job to an end on their own. Each scenario prints its summary line (ops/chaos/audit.py):
 submitted, completed, failed with a reason, lost (must be 0), duplicated rows (must be 0), fault-to-recovery seconds.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from agent.models.job import JobRequest
-from ops.chaos import ProgressWatch, Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
+from ops.chaos.audit import ProgressWatch, Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
 from tests.support.chaos_jobs import check, questions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]

@@ -13,7 +13,7 @@ from agent.infra import liveness
 from agent.infra.events import published_marker, replay, stream_key
 from agent.models.job import JobRequest
 from agent.persistence import jobstore
-from ops.ask import follow_job
+from ops.cli.ask import follow_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from agent.models.job import JobRequest
-from ops.ask import submit_and_follow
+from ops.cli.ask import submit_and_follow
 
 
 def run_job(ctx, timeout_s: float = 120, **request):

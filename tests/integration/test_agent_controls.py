@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ops.ask import follow_job
+from ops.cli.ask import follow_job
 from tests.integration.jobs import run_job
 
 pytestmark = pytest.mark.integration

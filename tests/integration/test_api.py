@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
 from finagent import Conflict, FinagentClient, NotFound, NotReady, Unauthorized
 
@@ -246,8 +246,8 @@ def _wait_ready(fa: FinagentClient, want: bool, timeout: float = 30):
 
 
 def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
-    from ops.stack import StackURLs
-    from ops.workers import stop_pids, wait_ready, worker_env
+    from ops.local.stack import StackURLs
+    from ops.local.worker_pool import stop_pids, wait_ready, worker_env
     from workers.topology import Queue, WorkerSpec, worker_argv
 
     with FinagentClient(api_url) as fa:

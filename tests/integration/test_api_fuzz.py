@@ -11,7 +11,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from agent import submission
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
 
 pytestmark = pytest.mark.integration

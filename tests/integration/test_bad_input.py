@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from agent.models.job import JobRequest
 from agent.submission import InvalidRequest, check_request
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
 from tests.unit.test_bad_requests import BAD_JOBS, QUESTION
 
@@ -127,7 +127,7 @@ def _finagent(ctx, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(FINAGENT_DATA_DIR=str(ctx.settings.data_dir), FINAGENT_DATABASE_URL=ctx.database_url,
                FINAGENT_REDIS_URL=ctx.redis_url, FINAGENT_EMBEDDING_PROVIDER="hash", FINAGENT_LLM_PROVIDER="extractive")
-    cmd = [str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli"]
+    cmd = [str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli.main"]
     return subprocess.run([*cmd, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 

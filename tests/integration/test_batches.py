@@ -29,11 +29,11 @@ def _jobs_of(ctx, batch_id: str) -> dict[str, str]:
 
 
 def _cli(*args: str) -> list[str]:
-    return [*([str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli"]), *args]
+    return [*([str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli.main"]), *args]
 
 
 def test_interrupted_then_rerun_and_edited_batches_never_run_a_question_twice(ctx, sample_corpus, workers, tmp_path):
-    from ops.workers import stop_workers
+    from ops.local.worker_pool import stop_workers
 
     workers.stop()  # workers an earlier test left running would answer the batch at full speed beside the command's own
 

@@ -19,10 +19,10 @@ from agent.context import Context
 from agent.db import close_pools
 from agent.db.migrate import upgrade
 from agent.ingest import vector_index
+from agent.ingest.runner import ingest
 from agent.ingest.vector_index import BULK_LOAD_LOCK, bulk_load, defer, hnsw_indexes, restore, restore_abandoned
 from agent.providers.embeddings import as_array
-from ops.cli import sample_corpus_dir
-from ops.ingest_runner import ingest
+from ops.cli.main import sample_corpus_dir
 
 pytestmark = pytest.mark.integration
 

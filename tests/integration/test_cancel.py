@@ -13,8 +13,8 @@ from agent.models.job import JobRequest
 from agent.persistence import jobstore
 from agent.persistence.ledger import load_ledger
 from agent.submission import cancel, create
-from ops.stack import StackURLs
-from ops.workers import stop_pids, wait_ready, worker_env
+from ops.local.stack import StackURLs
+from ops.local.worker_pool import stop_pids, wait_ready, worker_env
 from tasks.dispatch import CeleryDispatcher
 from workers.topology import Queue, WorkerSpec, worker_argv
 

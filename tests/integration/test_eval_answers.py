@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.eval.financebench_answers import answer_questions, prompts_for, score_questions, summarise
-from agent.eval.financebench_questions import FinanceBenchQuestion, load_questions
+from ops.eval.financebench_answers import answer_questions, prompts_for, score_questions, summarise
+from ops.eval.financebench_questions import FinanceBenchQuestion, load_questions
 from tests.support import lexical_model
 from tests.support.fault_llm import FaultLLMServer
 
@@ -29,7 +29,7 @@ N_FILINGS, N_QUESTIONS = 2, 2
 def fb_questions(ctx, shared_data) -> list[FinanceBenchQuestion]:
     """The first questions on the smallest 10-K filings that have pages, those filings ingested (hash embedder)."""
     from agent.ingest.filing_pages import read_manifest
-    from ops.financebench_ingest import ingest_financebench
+    from ops.eval.financebench_ingest import ingest_financebench
 
     root = shared_data / "financebench"
     pages = root / "pages"
@@ -111,9 +111,9 @@ def _responder(body: dict) -> str:
 
 
 def test_against_a_local_openai_compatible_endpoint(ctx, fb_questions, workers_with, monkeypatch):
-    from agent.eval.judge import Judge
     from agent.settings import get_settings
-    from ops.eval_financebench_answers import provider_line
+    from ops.cli.eval_financebench_answers import provider_line
+    from ops.eval.judge import Judge
     from tasks.dispatch import CeleryDispatcher
 
     with FaultLLMServer(seed=3) as srv:

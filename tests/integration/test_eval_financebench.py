@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.eval.financebench_filters import planner_filter
-from agent.eval.financebench_questions import FinanceBenchQuestion, load_questions
-from agent.eval.financebench_retrieval import CONDITIONS, evaluate_retrieval
 from agent.ingest.filing_pages import read_pages
 from agent.models.corpus import Period
-from ops.financebench_ingest import PagesDirError, ingest_financebench
+from ops.eval.financebench_filters import planner_filter
+from ops.eval.financebench_ingest import PagesDirError, ingest_financebench
+from ops.eval.financebench_questions import FinanceBenchQuestion, load_questions
+from ops.eval.financebench_retrieval import CONDITIONS, evaluate_retrieval
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +160,7 @@ def _finagent(ctx, *args: str) -> subprocess.CompletedProcess:
     env.update(FINAGENT_DATA_DIR=str(ctx.settings.data_dir), FINAGENT_DATABASE_URL=ctx.database_url,
                FINAGENT_REDIS_URL=ctx.redis_url, FINAGENT_EMBEDDING_PROVIDER="hash", FINAGENT_LLM_PROVIDER="extractive")
     # this checkout's code (cwd first on sys.path), not whatever an installed console script points at
-    return subprocess.run([sys.executable, "-m", "ops.cli", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, "-m", "ops.cli.main", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
 
 
 def test_the_command_prints_one_json_object(ctx, made_up):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.eval.transcript_facts import extract_facts
-from agent.eval.transcripts_eval import AnswerRecord
+from ops.eval.transcript_facts import extract_facts
+from ops.eval.transcripts_eval import AnswerRecord
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def eval_command(ctx, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(FINAGENT_DATA_DIR=str(ctx.settings.data_dir), FINAGENT_DATABASE_URL=ctx.database_url, FINAGENT_REDIS_URL=ctx.redis_url,
                FINAGENT_EMBEDDING_PROVIDER="hash", FINAGENT_LLM_PROVIDER="extractive")
-    return subprocess.run([sys.executable, "-m", "ops.cli", "eval", "transcripts", *args], env=env, cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ops.cli.main", "eval", "transcripts", *args], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=180)
 
 
@@ -50,7 +50,7 @@ def test_the_command_measures_retrieval_and_is_reproducible(ctx, calls):
 
 
 def test_answers_are_judged_against_their_citations_and_recorded(ctx, worker, calls):
-    from ops.eval_transcripts import run_eval
+    from ops.cli.eval_transcripts import run_eval
 
     files = sorted(calls.iterdir())
     facts = extract_facts(files, per_ticker=2).facts

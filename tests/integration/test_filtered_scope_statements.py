@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agent.ingest.runner import ingest
 from agent.models.corpus import Period, SearchFilters
 from agent.retrieval.hybrid import _query, filter_clause, search_params
-from ops.ingest_runner import ingest
 
 pytestmark = pytest.mark.integration
 

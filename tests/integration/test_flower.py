@@ -1,4 +1,4 @@
-"""Flower as operators run it (`ops/flower.py`): a real Flower process on the test broker, basic auth, a real
+"""Flower as operators run it (`ops/cli/flower.py`): a real Flower process on the test broker, basic auth, a real
 job through the real workers, then the job's tasks found through Flower's HTTP API by the job id."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from agent.persistence import jobstore
-from ops.flower import flower_command
-from ops.stack import celery_broker_url
+from ops.cli.flower import flower_command
+from ops.local.stack import celery_broker_url
 from tests.integration.jobs import run_job
 from workers.topology import ADVANCE, CALL_TASKS
 

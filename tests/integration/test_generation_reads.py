@@ -1,4 +1,4 @@
-"""What a generation call reads first (agent.work.research.generation_inputs_with), on a real Postgres: what was parsed
+"""What a generation call reads first (agent.work.calls.generation_inputs_with), on a real Postgres: what was parsed
 is kept by the version it was read at, and a write to the job, new evidence or rescored evidence make a new version."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from agent.models.job import JobRequest, JobState
 from agent.models.research import Answer, Evidence
 from agent.models.steps import ComposeOutput, Stage, StepKey
 from agent.persistence import jobstore
-from agent.work.research import generation_inputs, generation_inputs_with
+from agent.work.calls import generation_inputs, generation_inputs_with
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ def test_a_caller_holding_the_version_receives_neither_state_nor_evidence(ctx, j
 
 def test_a_read_whose_kept_parse_was_let_go_reads_everything_again(ctx, job_id, monkeypatch):
     """The version this process held was evicted between asking and reading: the read is made again in full."""
-    import agent.work.research as research
+    import agent.work.calls as research
 
     state, _ = generation_inputs(ctx, job_id)
     version = jobstore.generation_rows(ctx.pool, job_id).version

@@ -47,8 +47,8 @@ def _period(path: Path) -> Period:
 @pytest.fixture(scope="module")
 def held_out_calls(ctx, shared_data):
     from agent.context import Context
+    from agent.ingest.runner import ingest
     from agent.retrieval.companies import ensure_company
-    from ops.ingest_runner import ingest
 
     model_ctx = Context(ctx.settings.model_copy(update={"embedding_provider": "local"}), ctx.database_url, ctx.redis_url)
     # each company's latest call, which the questions ask about, and the call before it, which a search that

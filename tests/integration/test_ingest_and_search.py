@@ -10,13 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from agent.ingest.runner import ingest
 from agent.models.corpus import Period, SearchFilters
 from agent.providers.embeddings import as_array
 from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
 from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, query_words
 from agent.search_service import SearchRequest, search
-from ops.ingest_runner import ingest
 
 pytestmark = pytest.mark.integration
 

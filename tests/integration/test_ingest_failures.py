@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.ingest_runner import ingest
+from agent.ingest.runner import ingest
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from agent.ingest.runner import ingest
 from agent.persistence.ledger import load_ledger
-from ops.ingest_runner import ingest
 from tests.integration.jobs import run_job
 from tests.integration.tavily_server import tavily_server
 from tests.support import lexical_model

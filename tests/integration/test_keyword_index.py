@@ -8,8 +8,8 @@ import sys
 import pytest
 from psycopg import sql
 
+from agent.ingest.runner import ingest
 from agent.retrieval import hybrid, keyword_index
-from ops.ingest_runner import ingest
 
 pytestmark = pytest.mark.integration
 

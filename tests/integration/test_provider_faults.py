@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from agent.infra.errors import ERROR_CLASSES
+from agent.infra.error_classes import ERROR_CLASSES
 from agent.models.job import JobRequest
 from agent.persistence.ledger import load_ledger
-from ops.ask import follow_job
+from ops.cli.ask import follow_job
 from tests.integration.jobs import run_job
 from tests.support.fault_llm import ALL_FAULTS, FaultLLMServer
 

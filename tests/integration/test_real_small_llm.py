@@ -19,13 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.infra.errors import ERROR_CLASSES
+from agent.infra.error_classes import ERROR_CLASSES
 from agent.models.corpus import Company
 from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings
 from agent.persistence.ledger import load_ledger
-from agent.providers.llm.base import EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.json_modes import JsonForms
 from agent.providers.llm.openai_provider import OpenAIProvider
+from agent.providers.llm.roles import EvaluateRequest, ExtractRequest, PlanRequest
 from agent.settings import LLMRoles, Settings
 from tests.integration.jobs import run_job
 

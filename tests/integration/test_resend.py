@@ -12,7 +12,7 @@ import pytest
 from agent.models.job import JobRequest
 from agent.persistence import jobstore
 from agent.submission import create
-from ops.ask import follow_job
+from ops.cli.ask import follow_job
 from tasks.dispatch import CeleryDispatcher
 from tests.integration.jobs import run_job
 

@@ -164,7 +164,7 @@ def run_api(ctx, env: dict[str, str], log_dir: Path, jobs: dict[str, Any]) -> tu
     port = free_port()
     log = log_dir / "api.log"
     api_env = dict(os.environ) | env | {"FINAGENT_REDIS_URL": ctx.redis_url}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api_stub.app:app", "--host", "127.0.0.1", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api_stub.asgi:app", "--host", "127.0.0.1", "--port", str(port),
                              "--log-level", "debug"], env=api_env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     good = {"Authorization": f"Bearer {API_KEY}"}

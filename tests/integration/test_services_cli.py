@@ -13,7 +13,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from agent.db.migrate import available
-from ops.ingest_runner import ingest
+from agent.ingest.runner import ingest
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ def _env(ctx, **extra: str) -> dict[str, str]:
 
 
 def finagent(ctx, *args: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
-    cmd = [str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli"]
+    cmd = [str(FINAGENT)] if FINAGENT.exists() else [sys.executable, "-m", "ops.cli.main"]
     return subprocess.run([*cmd, *args], env=_env(ctx, **extra_env), cwd=cwd, capture_output=True, text=True,
                           timeout=120)
 
@@ -125,7 +125,7 @@ def test_ingest_broken_file_exits_2_and_names_it(ctx, tmp_path):
 
 
 def test_batch_runs_good_lines_reports_bad_ones_and_reuses_jobs_on_rerun(ctx, sample_corpus, tmp_path):
-    from ops.workers import stop_workers
+    from ops.local.worker_pool import stop_workers
 
     f = tmp_path / "overnight.txt"
     out, report = tmp_path / "results.jsonl", tmp_path / "morning.html"
@@ -158,8 +158,8 @@ def test_batch_runs_good_lines_reports_bad_ones_and_reuses_jobs_on_rerun(ctx, sa
 
 
 def test_embedded_postgres_runs_with_the_tuned_settings(ctx):
-    """The session's server was started by ops.stack: shared_buffers needs a restart, which must have happened."""
-    from ops.stack import embedded_pg_settings
+    """The session's server was started by ops.local.stack: shared_buffers needs a restart, which must have happened."""
+    from ops.local.stack import embedded_pg_settings
 
     with psycopg.connect(ctx.database_url) as conn:
         got = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in embedded_pg_settings(ctx.settings)}
@@ -170,7 +170,7 @@ def test_embedded_postgres_runs_with_the_tuned_settings(ctx):
 
 def test_services_status_says_whether_postgres_is_on_huge_pages(ctx, tmp_path):
     """The embedded server's buffer cache on 2 MB pages or not, read from its own process, and how many it needs."""
-    from ops import pg_memory
+    from ops.local import pg_memory
 
     r = finagent(ctx, "services", "status", "--json", cwd=tmp_path, FINAGENT_DATABASE_URL="", FINAGENT_REDIS_URL="")
     assert r.returncode == 0, r.stderr

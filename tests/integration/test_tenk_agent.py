@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def real_10k(ctx, shared_data):
-    from ops.ingest_runner import ingest
+    from agent.ingest.runner import ingest
 
     report = ingest(ctx, "10k", [shared_data / "10k" / "AMZN", shared_data / "10k" / "AAPL"], fanout=False, quiet=True)
     assert not report.errors

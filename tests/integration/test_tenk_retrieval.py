@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from agent.ingest.runner import ingest
 from agent.models.tenk import SubQuestion, TenKAnswerRequest, TenKEvaluateRequest, TenKPlanRequest
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.retrieval.availability import invalidate
 from agent.tenk.retrieval import load_tables, retrieve, table_candidates, text_search
 from agent.work.answering import assign_markers
-from ops.ingest_runner import ingest
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from agent.persistence import jobstore
 from agent.persistence.ledger import load_ledger
 from agent.settings import Settings
 from agent.time_limits import LimitKind, time_limits
-from ops.ask import follow_job
+from ops.cli.ask import follow_job
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from agent.settings import Settings
 from api_stub import auth
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.auth import BindRefused, check_bind, is_loopback, key_matches
 from api_stub.runtime import Runtime
 
@@ -86,10 +86,10 @@ def test_binding_off_loopback_needs_a_key(host):
 
 
 def test_cli_api_refuses_to_start_off_loopback_without_a_key(monkeypatch):
-    from ops.cli import app
+    from ops.cli.main import app
 
     monkeypatch.delenv("FINAGENT_API_KEYS", raising=False)
-    monkeypatch.setattr("ops.cli.get_settings", lambda: Settings(api_keys=[]))
+    monkeypatch.setattr("ops.cli.main.get_settings", lambda: Settings(api_keys=[]))
     result = CliRunner().invoke(app, ["api", "--host", "0.0.0.0", "--port", "9"])
     assert result.exit_code == 2
     assert "refusing to bind the API to 0.0.0.0" in result.output

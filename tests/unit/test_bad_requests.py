@@ -17,7 +17,7 @@ from agent.models.api import ErrorBody
 from agent.models.job import JobRequest
 from agent.settings import Settings
 from agent.submission import InvalidRequest, check_question
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
 
 SETTINGS = Settings(api_keys=[])
@@ -192,13 +192,13 @@ def test_legitimate_requests_are_normalised_not_refused():
 
 @pytest.fixture
 def cli(monkeypatch):
-    import ops.runtime
+    import ops.local.bootstrap
 
     def no_services(*args, **kwargs):
         raise AssertionError("bad input started the services")
 
-    monkeypatch.setattr(ops.runtime, "bootstrap", no_services)
-    from ops.cli import app
+    monkeypatch.setattr(ops.local.bootstrap, "bootstrap", no_services)
+    from ops.cli.main import app
 
     runner = CliRunner()
     return lambda *args: runner.invoke(app, list(args))

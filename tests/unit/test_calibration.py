@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agent.eval.calibration import (
+from ops.eval.calibration import (
     EvalRecord,
     RecordsFileError,
     auroc,
@@ -77,7 +77,7 @@ def test_a_bad_records_file_names_its_line(tmp_path):
 
 def test_the_command_reads_every_records_file_and_draws_the_plot(tmp_path, monkeypatch):
     from agent.settings import get_settings
-    from ops.cli import app
+    from ops.cli.main import app
 
     monkeypatch.setenv("FINAGENT_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()
@@ -101,7 +101,7 @@ def test_the_command_reads_every_records_file_and_draws_the_plot(tmp_path, monke
 
 def test_no_records_is_one_readable_line(tmp_path, monkeypatch):
     from agent.settings import get_settings
-    from ops.cli import app
+    from ops.cli.main import app
 
     monkeypatch.setenv("FINAGENT_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()

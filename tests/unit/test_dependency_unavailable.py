@@ -18,7 +18,7 @@ from agent.models.api import ErrorBody
 from agent.models.job import JobRequest
 from agent.settings import Settings
 from api_stub import health
-from api_stub.app import create_app
+from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
 
 SETTINGS = Settings(api_keys=[])
@@ -297,7 +297,7 @@ def test_an_open_stream_still_fails_on_anything_else(monkeypatch):
 # ---------- the CLI ----------
 
 def test_the_cli_says_which_server_is_down_in_one_line(monkeypatch, capsys):
-    from ops import cli
+    from ops.cli.main import main as cli
 
     def down():
         raise PoolTimeout("couldn't get a connection after 30.00 sec")
@@ -312,7 +312,7 @@ def test_the_cli_says_which_server_is_down_in_one_line(monkeypatch, capsys):
 
 
 def test_the_cli_keeps_the_traceback_of_other_failures(monkeypatch):
-    from ops import cli
+    from ops.cli.main import main as cli
 
     def canceled():
         raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
@@ -327,7 +327,7 @@ def test_an_overnight_batch_run_waits_out_a_database_restart(monkeypatch):
 
     from agent import batches
     from agent.models.batch import BatchProgress
-    from ops import cli_batch
+    from ops.cli.main import batch as cli_batch
 
     answers = [PoolTimeout("couldn't get a connection after 30.00 sec"), psycopg.OperationalError("connection failed"),
                BatchProgress(batch_id="b", name="n", created_at=dt.datetime.now(dt.UTC), total=2, done=2)]
@@ -345,7 +345,7 @@ def test_an_overnight_batch_run_waits_out_a_database_restart(monkeypatch):
 
 def test_a_batch_run_still_stops_on_any_other_failure(monkeypatch):
     from agent import batches
-    from ops import cli_batch
+    from ops.cli.main import batch as cli_batch
 
     def broken(pool, batch_id):
         raise psycopg.errors.UndefinedTable("relation does not exist")
@@ -356,14 +356,14 @@ def test_a_batch_run_still_stops_on_any_other_failure(monkeypatch):
 
 
 def test_a_followed_job_that_loses_redis_says_where_to_pick_it_up(monkeypatch, capsys):
-    from ops import ask
+    from ops.cli.main import ask
 
     def follow(redis_client, job_id, timeout_s):
         yield from ()
         raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
     monkeypatch.setattr(ask, "follow", follow)
-    with pytest.raises(redis.ConnectionError):  # ops.cli.main turns it into its one line and exit status 3
+    with pytest.raises(redis.ConnectionError):  # ops.cli.main.main turns it into its one line and exit status 3
         ctx = _FakeContext()
         ctx.redis = object()
         ask.follow_job(ctx, "job-7")

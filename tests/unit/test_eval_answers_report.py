@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 from typer.testing import CliRunner
 
-from agent.eval.financebench_answers import Answered, AnswerPrompt, prompts_for, score_questions, summarise
-from agent.eval.financebench_questions import FinanceBenchQuestion
 from agent.settings import Settings
+from ops.eval.financebench_answers import Answered, AnswerPrompt, prompts_for, score_questions, summarise
+from ops.eval.financebench_questions import FinanceBenchQuestion
 
 
 def _q(i: int, answer: str, qtype: str = "metrics-generated", reasoning: str | None = "Numerical reasoning") -> FinanceBenchQuestion:
@@ -76,7 +76,7 @@ def test_without_a_judge_what_the_rules_cannot_decide_stays_unscored():
 
 
 def test_the_report_names_the_provider_first():
-    from ops.eval_financebench_answers import markdown, provider_line
+    from ops.cli.eval_financebench_answers import markdown, provider_line
 
     records = score_questions([_q(1, "$120.00")], [_a(1, "Revenue was $120 million.")], Settings())
     extractive = provider_line(Settings(llm_provider="extractive"))
@@ -102,7 +102,7 @@ def pages_dir(tmp_path):
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     from agent.settings import get_settings
-    from ops.cli import app
+    from ops.cli.main import app
 
     monkeypatch.setenv("FINAGENT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("FINAGENT_LLM_PROVIDER", "extractive")
@@ -137,7 +137,7 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(run, tmp_path, 
 
 
 def test_the_answers_plot_is_a_png():
-    from ops.eval_financebench_answers import answers_plot
+    from ops.cli.eval_financebench_answers import answers_plot
 
     records = score_questions([_q(1, "$120.00"), _q(2, "Yes, renewed.", "novel-generated")],
                               [_a(1, "Revenue was $120 million."), _a(2, "It was extended.")], Settings())
@@ -145,9 +145,9 @@ def test_the_answers_plot_is_a_png():
 
 
 def test_one_setting_points_the_run_at_an_endpoint(monkeypatch):
-    from agent.eval.judge import judge_enabled
     from agent.settings import get_settings
-    from ops.eval_financebench_answers import use_endpoint
+    from ops.cli.eval_financebench_answers import use_endpoint
+    from ops.eval.judge import judge_enabled
 
     monkeypatch.setenv("FINAGENT_LLM_PROVIDER", "extractive")
     monkeypatch.delenv("FINAGENT_LLM_BASE_URL", raising=False)

@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.eval.financebench_filters import PlannerFilter
-from agent.eval.financebench_questions import QuestionsFileError, load_questions
-from agent.eval.financebench_retrieval import (
+from agent.ingest.failures import IngestError
+from agent.ingest.filing_pages import FilingMeta, ManifestError, filing_from_pages, page_chunks, read_manifest, read_pages
+from agent.models.corpus import Company, Period, SearchFilters
+from agent.retrieval.companies import derived_aliases, find_tickers, match_company
+from agent.retrieval.hybrid import _query, filter_clause
+from ops.eval.financebench_filters import PlannerFilter
+from ops.eval.financebench_questions import QuestionsFileError, load_questions
+from ops.eval.financebench_retrieval import (
     ConditionResult,
     QuestionResult,
     doc_recall,
@@ -19,11 +24,6 @@ from agent.eval.financebench_retrieval import (
     mean_recall,
     page_recall,
 )
-from agent.ingest.errors import IngestError
-from agent.ingest.filing_pages import FilingMeta, ManifestError, filing_from_pages, page_chunks, read_manifest, read_pages
-from agent.models.corpus import Company, Period, SearchFilters
-from agent.retrieval.companies import derived_aliases, find_tickers, match_company
-from agent.retrieval.hybrid import _query, filter_clause
 
 
 def _q(**over) -> dict:
@@ -159,9 +159,9 @@ def test_page_and_doc_recall_by_hand():
 
 
 def test_pages_rank_by_their_best_chunk_and_lists_fuse_by_reciprocal_rank():
-    from agent.eval.financebench_retrieval import StoredFiling, page_refs
     from agent.models.corpus import SearchHit
     from agent.retrieval.page_search import fuse, ranked_pages
+    from ops.eval.financebench_retrieval import StoredFiling, page_refs
 
     def hit(doc, page):
         return SearchHit(source_type="10k", chunk_id=0, document_id=doc, page=page, text="")
@@ -177,7 +177,7 @@ def test_pages_rank_by_their_best_chunk_and_lists_fuse_by_reciprocal_rank():
 
 
 def test_search_phrases_add_the_statement_a_ratio_is_read_from():
-    from agent.eval.financebench_retrieval import search_phrases
+    from ops.eval.financebench_retrieval import search_phrases
 
     phrases = search_phrases("What is the FY2019 inventory turnover ratio of Acme?")
     assert phrases[0] == "What is the FY2019 inventory turnover ratio of Acme?"
@@ -209,7 +209,7 @@ def test_halves_are_fixed_and_roughly_even():
 
 def test_planner_filter_scope_kinds():
     assert PlannerFilter().kind == "none"
-    from agent.eval.financebench_filters import CompanyScope
+    from ops.eval.financebench_filters import CompanyScope
 
     f = PlannerFilter(tickers=["ACME"], scopes=[CompanyScope(ticker="ACME", periods=[Period(fiscal_year=2022)])])
     assert f.kind == "company_period" and f.covers("ACME", Period(fiscal_year=2022))
@@ -261,7 +261,7 @@ def test_filing_periods_filter_on_quarter_as_well_as_year():
 
 
 def test_the_docs_section_is_replaced_in_place_and_other_sections_are_kept(tmp_path):
-    from ops.eval_financebench import SECTION, write_section
+    from ops.cli.eval_financebench import SECTION, write_section
 
     doc = tmp_path / "quality.md"
     doc.write_text("# Research quality\n\n## Transcript facts\n\nfacts v1\n\n## Calibration\n\ncal v1\n")
@@ -276,8 +276,8 @@ def test_the_docs_section_is_replaced_in_place_and_other_sections_are_kept(tmp_p
 
 
 def test_the_docs_section_has_every_condition_the_references_and_no_machine_paths():
-    from agent.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport
-    from ops.eval_financebench import DEFAULT_DATA, REPO, plot_png, section_markdown
+    from ops.cli.eval_financebench import DEFAULT_DATA, REPO, plot_png, section_markdown
+    from ops.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport
 
     recall = Recall(questions=2, page_recall_at_5=0.5, page_recall_at_15=0.75, doc_recall_at_5=1.0, doc_recall_at_15=1.0)
     report = RetrievalReport(questions=3, evaluated=2, embedder="hash", conditions={n: recall for n in CONDITIONS},
@@ -321,7 +321,7 @@ def test_shared_store_keyword_pages_keep_only_documents_the_vector_search_reache
     ((2022, 2023), 2, {2022, 2023}),  # the later year has no annual filing in scope
 ])
 def test_a_comparison_of_consecutive_years_searches_the_later_annual_filing(years, quarter_of_later, kept):
-    from agent.eval.financebench_filters import later_year_covers
+    from ops.eval.financebench_filters import later_year_covers
 
     periods = [Period(fiscal_year=years[0]), Period(fiscal_year=years[1], fiscal_quarter=quarter_of_later)]
     assert {p.fiscal_year for p in later_year_covers(periods)} == kept

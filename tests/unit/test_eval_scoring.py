@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.eval.scoring import _FIGURE, declared_scale, figures, gold_kind, score_answer, stated_figures
+from ops.eval.scoring import _FIGURE, declared_scale, figures, gold_kind, score_answer, stated_figures
 
 
 def _texts(text: str) -> list[str]:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from agent.models.research import Evidence
-from agent.providers.llm.base import ExtractRequest
 from agent.providers.llm.extractive import ExtractiveProvider, _segment_lead
+from agent.providers.llm.roles import ExtractRequest
 
 CHUNK = ("Colette Kress -- Chief Financial Officer: Thank you. Q3 was another record quarter. Revenue of $35.1 billion "
          "was up 17% sequentially and up 94% year on year.\n\nStarting with Data Center. Another record was achieved in "

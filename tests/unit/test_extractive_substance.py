@@ -7,10 +7,10 @@ import pytest
 
 from agent.models.corpus import Company
 from agent.models.research import Answer, Evidence
-from agent.providers.llm.base import EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.providers.llm.extractive_judge import problems, question_parts
-from agent.providers.llm.lexicon import asks_outlook, is_forward_looking, other_period
+from agent.providers.llm.extractive_rules import asks_outlook, is_forward_looking, other_period
+from agent.providers.llm.roles import EvaluateRequest, ExtractRequest, PlanRequest
 
 RESULT = ("Mary Major -- Chief Financial Officer: Thanks. Turning to the quarter, total revenue was $812 million, up 9% "
           "from a year ago and above our outlook of $790 million. Operating margin was 14.2%.")

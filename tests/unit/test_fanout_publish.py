@@ -1,4 +1,4 @@
-"""How a fan-out reaches the broker (workers/batching.py, tasks/dispatch.fan_out): a chord's messages in one batch, sent
+"""How a fan-out reaches the broker (workers/pipelined_publish.py, tasks/dispatch.fan_out): a chord's messages in one batch, sent
 again one by one if the batch fails; and a worker's result backend not tracking the results of what it sends."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from celery.canvas import _chain, _chord
 
 import tasks.dispatch as dispatch
 from agent.models.steps import ExtractCall
-from workers import batching
-from workers.batching import BatchingCelery, one_publish_batch
+from workers import pipelined_publish as batching
+from workers.pipelined_publish import BatchingCelery, one_publish_batch
 
 
 def calls(n: int) -> list[ExtractCall]:

@@ -14,7 +14,7 @@ import pytest
 from agent.models.corpus import Company
 from agent.models.research import Answer, EvaluationScores, Evidence, Finding, ResearchPlan, ScopeFindings
 from agent.providers.llm import prompts
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from tests.support import lexical_model
 from tests.support.fault_llm import ALL_FAULTS, FaultLLMServer, off_schema
 

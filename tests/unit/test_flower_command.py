@@ -1,5 +1,5 @@
 """`finagent flower`: the Flower command line built from the settings, and the refusal to expose Flower
-without basic auth (ops/flower.py; tests/integration/test_flower.py runs it for real)."""
+without basic auth (ops/cli/flower.py; tests/integration/test_flower.py runs it for real)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.settings import Settings
-from ops.flower import FlowerConfigError, flower_command, is_loopback
+from ops.cli.flower import FlowerConfigError, flower_command, is_loopback
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def test_loopback_addresses():
 
 def test_the_cli_exits_2_with_one_line_before_starting_anything(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")} | {"FINAGENT_DATA_DIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "ops.cli", "flower", "--host", "0.0.0.0"], cwd=REPO, env=env,
+    out = subprocess.run([sys.executable, "-m", "ops.cli.main", "flower", "--host", "0.0.0.0"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -66,7 +66,7 @@ def test_the_cli_exits_2_with_one_line_before_starting_anything(tmp_path):
 
 def test_flower_runs_without_finagents_metrics_directory(tmp_path):
     """Flower's own prometheus metrics must not be written among finagent's multiprocess files."""
-    from ops.flower import FlowerCommand
+    from ops.cli.flower import FlowerCommand
 
     cmd = FlowerCommand(argv=["flower"], env={"FLOWER_BASIC_AUTH": "ops:pw"}, db=tmp_path / "flower.db")
     env = cmd.environ({"PATH": "/bin", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "FLOWER_PORT": "1"})

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.ingest.chunking import chunk_turns, split_text
 from agent.ingest.documents import IngestLimits, PreparedDocument, prepare
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.ingest.tenk_common import ITEM_ORDER
 from agent.models.corpus import Turn
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import ops.ingest_runner as runner
+import agent.ingest.runner as runner
 from agent.ingest.documents import file_hash, pages_hash, prepare, prepare_pages
 from agent.ingest.filing_pages import CHUNKING_VERSION, FilingMeta
 from agent.settings import Settings

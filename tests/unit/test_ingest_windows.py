@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from agent.ingest.documents import PreparedChunk, PreparedDocument
+from agent.ingest.runner import embed_window, embed_windows
 from agent.models.corpus import TranscriptDoc, Turn
-from ops.ingest_runner import embed_window, embed_windows
 
 
 def _doc(name: str, n: int) -> PreparedDocument:

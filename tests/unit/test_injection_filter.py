@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent.models.research import Evidence, ResearchPlan
-from agent.providers.llm.base import ComposeRequest, ExtractRequest
 from agent.providers.llm.extractive import ExtractiveProvider
 from agent.providers.llm.injection import is_instruction
+from agent.providers.llm.roles import ComposeRequest, ExtractRequest
 from tests.unit.test_prompt_honesty import corpus_and_test_texts, corpus_companies, figures
 
 ATTACKS = [

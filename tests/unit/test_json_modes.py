@@ -8,10 +8,10 @@ import openai
 import pytest
 
 from agent.models.corpus import Company
-from agent.providers.llm.base import PlanRequest
 from agent.providers.llm.json_modes import JsonForms, form_for_server, rejects_form, request_kwargs
 from agent.providers.llm.openai_provider import OpenAIProvider
 from agent.providers.llm.prompts import ExtractOutput, PlanOutput
+from agent.providers.llm.roles import PlanRequest
 from agent.settings import Settings
 from tests.support.fault_llm import FaultLLMServer
 

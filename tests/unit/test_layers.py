@@ -113,7 +113,7 @@ def test_agent_imports_nothing_from_the_outer_layers():
 IMPORT_PROBE = """
 import json, os
 before = dict(os.environ)
-import workers.app, api_stub.app, tasks.coordinator, ops.cli
+import workers.app, api_stub.asgi, tasks.coordinator, ops.cli.main
 changed = {k: v for k, v in os.environ.items() if before.get(k) != v}
 print(json.dumps(changed))
 """

@@ -5,8 +5,8 @@ from __future__ import annotations
 import fakeredis
 
 from agent.models.research import Answer, ScopeFindings, Usage
-from agent.providers.llm.base import ExtractRequest
 from agent.providers.llm.cache import CachedProvider
+from agent.providers.llm.roles import ExtractRequest
 from tests.unit.machine_driver import plan
 
 

@@ -363,7 +363,7 @@ def test_an_empty_round_goes_on_when_there_is_more_to_try():
 
 
 NOT_COMPOSED = FailedOutput(error="timeout", error_class="network")
-SKIPPED = FailedOutput(error="no answer was composed to evaluate", error_class="no_answer")  # agent.work.research
+SKIPPED = FailedOutput(error="no answer was composed to evaluate", error_class="no_answer")  # agent.work.calls
 
 
 def test_a_compose_failure_fails_a_first_answer_and_keeps_a_later_one():
@@ -405,7 +405,7 @@ def test_every_evaluation_failing_returns_the_unevaluated_answer():
 
 
 def test_running_out_of_time_after_composing_ends_the_job():
-    """The round's evaluations found the time gone when the answer came (agent.work.research.do_evaluate)."""
+    """The round's evaluations found the time gone when the answer came (agent.work.calls.do_evaluate)."""
     job = Job(max_duration_seconds=5)
     planned(job)
     searched(job, 2, "ACME:2025_q1")

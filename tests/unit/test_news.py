@@ -16,7 +16,7 @@ import requests
 from requests.adapters import BaseAdapter
 
 from agent.infra.breaker import CircuitBreaker
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.providers.news import (
     UNAVAILABLE_REASON,
     NewsProvider,

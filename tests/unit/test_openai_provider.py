@@ -16,12 +16,12 @@ import pytest
 import respx
 from respx.mocks import Mocker
 
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.models.corpus import Company
 from agent.models.research import Answer, Evidence, Finding, ResearchPlan, ScopeFindings
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.factory import make_llm
 from agent.providers.llm.openai_provider import OpenAIProvider
+from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import StructuredOutputError
 from agent.settings import AnswerMode, LLMRoles, Settings
 
@@ -352,7 +352,7 @@ def test_the_sdk_waits_for_retry_after(fault_server):
                                                      ("timeout", openai.APITimeoutError, "network"),
                                                      ("rate_limit", openai.RateLimitError, "rate_limit")])
 def test_a_spent_retry_budget_raises_a_retryable_error(fault_server, fault, error, error_class):
-    from tasks.base import RETRYABLE
+    from tasks.fanout import RETRYABLE
 
     fault_server.set_faults(script=[fault] * 3)
     with pytest.raises(error) as info:
@@ -374,7 +374,7 @@ def test_bad_json_goes_through_exactly_one_repair(fault_server, fault):
 @pytest.mark.parametrize("fault,reason", [("malformed_json", "Invalid JSON"), ("truncated_json", "EOF while parsing"),
                                           ("off_schema", "reasoning: Field required")])
 def test_bad_json_twice_is_a_readable_structured_output_error(fault_server, fault, reason):
-    from tasks.base import RETRYABLE
+    from tasks.fanout import RETRYABLE
 
     fault_server.set_faults(script=[fault, fault])
     with pytest.raises(StructuredOutputError) as info:
@@ -391,7 +391,7 @@ def test_callers_errors_are_not_retried_and_leave_the_breaker_closed(fault_serve
     each, a non-retryable class, and the shared breaker stays closed; the endpoint still serves good requests."""
     import fakeredis
 
-    from tasks.base import RETRYABLE
+    from tasks.fanout import RETRYABLE
 
     redis = fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
     settings = dict(llm_base_url=fault_server.url, max_tool_retries=2, llm_json_mode="json_object", circuit_breaker_threshold=2)
@@ -434,8 +434,8 @@ def test_the_breaker_opens_on_server_failures_after_the_sdks_retries(fault_serve
 
 def test_the_tasks_retry_waits_for_retry_after(fault_server):
     """When the SDK gives up on a 429, the Celery retry's countdown is at least the server's Retry-After (capped)."""
-    from agent.infra.errors import MAX_RETRY_AFTER_S
-    from tasks.base import retry_countdown
+    from agent.infra.error_classes import MAX_RETRY_AFTER_S
+    from tasks.fanout import retry_countdown
 
     provider = fault_provider(fault_server, max_tool_retries=0)
     for asked, floor, ceiling in ((30, 30, 32), (86400, MAX_RETRY_AFTER_S, MAX_RETRY_AFTER_S + 1)):
@@ -456,7 +456,7 @@ def test_retry_after_forms():
     from email.utils import format_datetime
     from types import SimpleNamespace
 
-    from agent.infra.errors import retry_after_s
+    from agent.infra.error_classes import retry_after_s
 
     def exc(**headers):
         return SimpleNamespace(response=SimpleNamespace(headers=headers))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent.models.corpus import Company
 from agent.models.research import Usage
-from agent.providers.llm.base import PlanRequest
+from agent.providers.llm.roles import PlanRequest
 from agent.work.planning import fix_parameters, parameter_problems
 from tests.unit.machine_driver import AVAILABILITY, plan
 
@@ -52,7 +52,7 @@ def test_a_sound_plan_is_not_sent_back():
 def test_a_10k_sub_question_routed_to_a_missing_item_is_rerouted_once():
     from agent.models.tenk import SubQuestion, TenKPlan
     from agent.providers.llm.extractive import ExtractiveProvider
-    from agent.work.tenk import fix_routing
+    from agent.work.tenk_calls import fix_routing
 
     sq = SubQuestion(id=1, text="Inventory valuation policy", kind="TEXT", items=["9B"], keywords="inventory valuation")
     plan = TenKPlan(ticker="ACME", fiscal_year=2024, sub_questions=[sq])

@@ -1,4 +1,4 @@
-from ops import pg_memory
+from ops.local import pg_memory
 
 GB = 1 << 30
 

@@ -10,7 +10,7 @@ import respx
 
 from agent.infra import metrics
 from agent.infra.breaker import CircuitOpenError
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.infra.ratelimit import BATCH_CALL, RateLimitedError, RateLimiter
 from agent.providers.llm.estimate import estimate_tokens
 from agent.providers.llm.factory import make_llm
@@ -286,7 +286,7 @@ def test_the_batch_flag_of_the_context_picks_the_share(router, server):
 
 
 def test_a_throttled_task_comes_back_when_its_slot_frees_up():
-    from tasks.base import retry_countdown
+    from tasks.fanout import retry_countdown
 
     for retries in (0, 1, 4):  # not the growing backoff of a failing call
         countdown = retry_countdown(RateLimitedError("llm", 12.0), retries, base_s=5.0)

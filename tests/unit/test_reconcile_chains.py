@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import tasks.reconcile as reconcile
+import tasks.recovery as reconcile
 from agent.models.job import JobRequest, JobState
 from agent.models.steps import ExtractCall, TenKAnswerCall, TenKEvaluateCall
 
@@ -116,7 +116,7 @@ def test_a_stored_output_is_a_finished_call(states, stored):
 
 
 def test_a_call_that_recorded_no_outcome_is_sent_again_whatever_the_backend_says(states, stored):
-    """Calls keep no result in the backend (tasks/base.py); a state there (Celery's FAILURE for a retry it could not
+    """Calls keep no result in the backend (tasks/fanout.py); a state there (Celery's FAILURE for a retry it could not
     publish while the broker was down, or for a chord body failed for a failed part) is not an outcome. Taking it for
     finished would send the evaluations with no answer to read (the job would fail); the call is sent again."""
     from agent.models.steps import ComposeCall, EvaluateCall

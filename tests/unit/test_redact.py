@@ -153,7 +153,7 @@ def test_mask_url_keeps_everything_but_credentials():
 
 @pytest.mark.parametrize("as_json", [True, False])
 def test_config_show_masks_every_secret(settings, monkeypatch, as_json):
-    from ops.cli import app
+    from ops.cli.main import app
 
     env = {"FINAGENT_LLM_API_KEY": LLM_KEY, "FINAGENT_OPENAI_API_KEY": OPENAI_KEY, "FINAGENT_TAVILY_API_KEY": TAVILY_KEY,
            "FINAGENT_API_KEYS": json.dumps([API_KEY]), "FINAGENT_FLOWER_BASIC_AUTH": FLOWER_AUTH,
@@ -177,12 +177,12 @@ def test_services_status_prints_no_password_of_a_configured_server(monkeypatch, 
     from typer.testing import CliRunner
 
     from agent.settings import Settings
-    from ops.cli import app
+    from ops.cli.main import app
 
     settings = Settings(data_dir=tmp_path, database_url="postgresql://app:pg-hunter22@127.0.0.1:9/x",
                         redis_url="redis://:rd-hunter22@127.0.0.1:9/0")  # nothing listens: both are "not running"
-    monkeypatch.setattr("ops.cli.get_settings", lambda: settings)
-    monkeypatch.setattr("ops.cli.console", Console(width=200))  # wide enough for the whole URL in the table
+    monkeypatch.setattr("ops.cli.main.get_settings", lambda: settings)
+    monkeypatch.setattr("ops.cli.main.console", Console(width=200))  # wide enough for the whole URL in the table
     result = CliRunner().invoke(app, ["services", "status", *(["--json"] if as_json else [])])
     assert result.exit_code == 0, result.output
     assert "hunter22" not in result.output

@@ -12,9 +12,9 @@ import pytest
 from matplotlib.image import imread
 
 from agent.models.batch import BatchItem, BatchReport
+from agent.report.morning import write_report
+from agent.report.stats import DESIGN_AVG_ITERATIONS, DESIGN_EARLY_TERMINATION_RATE, mode_stats, totals
 from agent.settings import Settings
-from ops.report import write_report
-from ops.report_stats import DESIGN_AVG_ITERATIONS, DESIGN_EARLY_TERMINATION_RATE, mode_stats, totals
 from tests.unit.report_fixtures import MALICIOUS, STARTED, result, sample_batch
 
 SETTINGS = Settings(_env_file=None)

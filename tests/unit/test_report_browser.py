@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from agent.report.morning import write_report
 from agent.settings import Settings
-from ops.report import write_report
 from tests.unit.report_fixtures import sample_batch
 
 pytestmark = pytest.mark.browser
 
 WIDTH, HEIGHT = 1280, 2400
-HISTOGRAM_BLUE = (0x15, 0x65, 0xC0)  # the confidence histogram's bars (ops/report_plots.py)
+HISTOGRAM_BLUE = (0x15, 0x65, 0xC0)  # the confidence histogram's bars (agent/report/plots.py)
 
 
 def _chromium() -> str:

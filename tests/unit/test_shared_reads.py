@@ -1,4 +1,4 @@
-"""A fan-out's generation calls for one job that ask for its evidence at once share one read (agent/work/research.py)."""
+"""A fan-out's generation calls for one job that ask for its evidence at once share one read (agent/work/calls.py)."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from agent.work.research import SharedReads
+from agent.work.calls import SharedReads
 
 
 def test_callers_that_ask_during_a_read_share_it_and_a_later_caller_reads_again():
@@ -68,7 +68,7 @@ def test_other_keys_do_not_wait_and_a_failed_read_leaves_its_followers_to_read_f
 
 
 def test_kept_reads_answer_only_at_their_version_and_keep_the_latest_jobs():
-    from agent.work.research import KeptReads
+    from agent.work.calls import KeptReads
 
     kept = KeptReads(size=2)
     kept.put("a", "v1", "read of a")

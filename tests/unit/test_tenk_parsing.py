@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.ingest.tenk_common import (
     ITEM_ORDER,
     Heading,

@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent.infra import liveness
-from agent.infra.errors import classify_error
+from agent.infra.error_classes import classify_error
 from agent.settings import Settings
 from agent.time_limits import RATE_LIMIT_MAX_WAIT_S, LimitKind, TimeLimit, longest_hard_limit, role_call_s, time_limits
 from workers.deadlines import DeadlineEnforcer, pool_ignores_limits, raise_in_thread, soft_limit_error
@@ -267,7 +267,7 @@ def test_a_soft_limit_wrapped_by_a_client_library_is_still_what_failed_the_call(
     from celery.exceptions import SoftTimeLimitExceeded
     from openai import APIConnectionError
 
-    from tasks.base import soft_time_limit_behind
+    from tasks.fanout import soft_time_limit_behind
 
     request = __import__("httpx").Request("POST", "http://localhost/v1/chat/completions")
     try:

@@ -110,9 +110,9 @@ def test_the_coordinator_keeps_a_cpu_apart_from_the_call_pools_and_the_batch_poo
 
 
 def test_the_local_launcher_passes_each_pinned_pool_its_cpu_unless_pinning_is_off(monkeypatch):
-    import ops.workers as launcher
+    import ops.local.worker_pool as launcher
     from agent.settings import get_settings
-    from ops.stack import StackURLs
+    from ops.local.stack import StackURLs
 
     urls = StackURLs(database_url="postgresql://x/y", redis_url="redis://x:1/0")
     by_name = {w.name: w for w in WORKERS}

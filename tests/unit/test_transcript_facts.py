@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent.eval.transcript_facts import Fact, extract_facts, facts_in_sentence, is_guidance, names_other_period, normalise_figure
-from agent.eval.transcripts_eval import (
+from agent.models.job import JobResult
+from agent.models.research import Citation
+from ops.eval.transcript_facts import Fact, extract_facts, facts_in_sentence, is_guidance, names_other_period, normalise_figure
+from ops.eval.transcripts_eval import (
     AnswerRecord,
     auroc,
     chunk_states_fact,
@@ -19,8 +21,6 @@ from agent.eval.transcripts_eval import (
     states_figure,
     summarise_answers,
 )
-from agent.models.job import JobResult
-from agent.models.research import Citation
 
 
 @pytest.mark.parametrize("sentence, expected", [
@@ -158,7 +158,7 @@ def test_judging_answers_and_failure_kinds():
 
 
 def test_classify_failure_order():
-    from agent.eval.transcripts_eval import Statement
+    from ops.eval.transcripts_eval import Statement
 
     lead = Statement(label="Q2 2023", text="For the full year, revenue was $3.1 billion.", markers=["[1]"])
     assert classify_failure(fact(), lead, ["Q2 2023"]) == "wrong_period"
@@ -179,7 +179,7 @@ def test_summaries_and_separation():
 
 
 def test_the_command_refuses_bad_input_in_one_line(tmp_path):
-    from ops.cli import app
+    from ops.cli.main import app
 
     runner = CliRunner()
     missing = runner.invoke(app, ["eval", "transcripts", "--data", str(tmp_path / "nowhere")])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.ingest.errors import IngestError
+from agent.ingest.failures import IngestError
 from agent.ingest.transcripts import parse_transcript
 
 TEXT_SAMPLE = """\

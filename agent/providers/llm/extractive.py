@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.extractive_judge import (
     addresses,
     asks_change,
@@ -27,15 +26,16 @@ from agent.providers.llm.extractive_judge import (
     scope_period,
     stems,
 )
-from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
-from agent.providers.llm.injection import is_instruction
-from agent.providers.llm.lexicon import (
+from agent.providers.llm.extractive_rules import (
     FINANCE_TERMS,
     concept_groups,
     expand_queries,
     pick_mode,
     route_sources,
 )
+from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
+from agent.providers.llm.injection import is_instruction
+from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.retrieval.companies import find_tickers, unknown_tickers
 from agent.retrieval.periods import find_time_refs
 from agent.settings import AnswerMode

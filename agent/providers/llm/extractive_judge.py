@@ -8,7 +8,7 @@ import re
 
 from pydantic import BaseModel
 
-from agent.providers.llm.lexicon import (
+from agent.providers.llm.extractive_rules import (
     ABBREVIATIONS,
     ANNUAL_QUESTION,
     METRIC_SYNONYMS,

@@ -17,7 +17,7 @@ from agent.settings import Settings
 
 if TYPE_CHECKING:
     from agent.infra.ratelimit import RateLimiter
-    from agent.providers.llm.base import LLMProvider
+    from agent.providers.llm.roles import LLMProvider
 
 ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
 

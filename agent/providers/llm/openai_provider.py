@@ -8,7 +8,7 @@ compose (capped by max_tokens) and answer_10k return plain markdown.
 
 Transient HTTP errors (timeouts, resets, 408/409/429/5xx) are retried by the SDK, max_retries = settings.max_tool_retries,
 with exponential backoff and jitter that honours a Retry-After up to 60 s; when the SDK gives up, the task's own retry
-(tasks/base.py) waits at least the server's Retry-After. A caller's error (400, 401, 403, 404, 422) is never retried.
+(tasks/fanout.py) waits at least the server's Retry-After. A caller's error (400, 401, 403, 404, 422) is never retried.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from agent.models.tenk import (
     TenKPlanRequest,
 )
 from agent.providers.llm import prompts
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.json_modes import JsonForms, JsonMode
+from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import StructuredOutputError, T, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
 

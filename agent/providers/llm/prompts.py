@@ -26,7 +26,7 @@ from agent.models.tenk import (
     TenKEvaluation,
     TenKPlanRequest,
 )
-from agent.providers.llm.base import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import schema_text
 
 Messages = list[ChatCompletionMessageParam]
