@@ -20,7 +20,7 @@ from ops.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport,
 from ops.eval.quality_docs import QUALITY_DOC, write_section
 
 DEFAULT_DATA = Path("../shared/data/financebench")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PLOT = REPO / "docs" / "financebench_retrieval.png"
 SECTION = "## FinanceBench retrieval"
 GOALS = {"filtered": 0.95, "shared": 0.75}  # page recall@15 (issue #12)

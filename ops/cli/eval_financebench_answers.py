@@ -20,7 +20,7 @@ from agent.settings import Settings
 from ops.eval.financebench_answers import AnswersSummary, Split
 from ops.eval.financebench_questions import FinanceBenchQuestion
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS_NAME = "financebench-answers.jsonl"
 SECTION = "## FinanceBench answers"
 PLOT_NAME = "financebench_answers.png"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-QUALITY_DOC = Path(__file__).resolve().parent.parent / "docs" / "quality.md"
+QUALITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "quality.md"
 QUALITY_INTRO = "# Research quality\n\nMeasured on public data nobody here wrote; each section is written by its eval command.\n"
 
 
