@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from fastapi import APIRouter, Depends
 
-from agent.models.api import ErrorDetail, Health, Readiness
+from finagent.models import ErrorDetail, Health, Readiness
 from api_stub.error_responses import error_response, error_responses
 from api_stub.runtime import Runtime, runtime
 from workers.topology import Queue
@@ -26,10 +26,9 @@ def _postgres(rt: Runtime) -> str:
 
 def consumed_queues(rt: Runtime) -> set[str]:
     """The queues at least one live worker consumes (Celery's broadcast inspect, waiting inspect_timeout_s)."""
-    from workers.app import app as celery_app
+    from tasks.dispatch import consumed_queues as consumed
 
-    replies = celery_app.control.inspect(timeout=rt.inspect_timeout_s).active_queues() or {}
-    return {q["name"] for queues in replies.values() for q in queues or []}
+    return consumed(rt.inspect_timeout_s)
 
 
 def _queues(rt: Runtime) -> str:

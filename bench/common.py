@@ -439,7 +439,7 @@ def sample_stack(name: str = "bench"):
 
     settings = get_settings()
     ctx = bootstrap(settings)
-    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
+    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=None, quiet=True)
     manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name=name)
     try:
         yield ctx, manager

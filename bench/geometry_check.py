@@ -44,7 +44,7 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
 
     files = sorted(args.transcripts.glob("*.json"))
     say(f"ingesting {len(files)} real transcripts with all-MiniLM-L6-v2")
-    report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    report = ingest(ctx, "transcript", files, fanout=None, quiet=True)
     if report.errors:
         raise RuntimeError(f"ingest failed: {report.errors}")
     base = common.real_chunks(args.transcripts)

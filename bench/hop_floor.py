@@ -27,8 +27,9 @@ from celery import chord
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workers.app import app, context
+from workers.app import app
 from workers.pipelined_publish import one_publish_batch
+from workers.process_context import context
 
 LEAF_QUEUE, BODY_QUEUE = "hopfloor-llm", "hopfloor-coordinator"
 LEAF_S = 0.3
@@ -69,11 +70,11 @@ def measure(ctx, width: int = 6, runs: int = 6, stages: int = 4, timeout_s: floa
             ) -> dict:
     """Start a body-queue and a leaf-queue worker process (as the coordinator and llm workers run, with their
     environment), time `runs` chains of `stages` chords of `width` leaves, stop the workers. `ctx`: the running stack."""
-    from ops.local.stack import StackURLs
+    from agent.services import ServiceURLs
     from ops.local.worker_pool import wait_ready, worker_env
     from workers.topology import WORKERS
 
-    urls = StackURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
+    urls = ServiceURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
     root = str(Path(__file__).resolve().parents[1])
     specs = {spec.name: spec for spec in WORKERS}
     nodes = {queue: f"{queue}-{os.getpid()}" for queue in (BODY_QUEUE, LEAF_QUEUE)}

@@ -147,7 +147,7 @@ def measure_ingest(ctx, embedder: Embedder, files: list[Path]) -> dict:
 
     reset_corpus(ctx)
     ctx.__dict__["embedder"] = CachedEmbedder(embedder, pool=ctx.pool)  # Context.embedder is a cached_property
-    report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    report = ingest(ctx, "transcript", files, fanout=None, quiet=True)
     if report.errors:
         raise RuntimeError(f"ingest failed: {report.errors}")
     return {"chunks": report.chunks_embedded, "seconds": round(report.seconds, 2),
@@ -261,10 +261,10 @@ def scale_pass(spec: dict) -> dict:
         skip = not spec["parse_all"]
         started = time.perf_counter()
         if spec["corpus"] == "transcripts":
-            report = ingest(ctx, "transcript", [Path(p) for p in spec["paths"]], fanout=False, quiet=True,
+            report = ingest(ctx, "transcript", [Path(p) for p in spec["paths"]], fanout=None, quiet=True,
                             skip_by_stored_hash=skip)
         else:
-            report = ingest_financebench(ctx, Path(spec["folder"]), doc_names=set(spec["docs"]), fanout=False,
+            report = ingest_financebench(ctx, Path(spec["folder"]), doc_names=set(spec["docs"]), fanout=None,
                                          skip_by_stored_hash=skip)
         seconds = time.perf_counter() - started
         close_pools()

@@ -161,8 +161,8 @@ def pipeline_stack(data_dir: str | None = None) -> Iterator[tuple[Any, Any]]:
 
     settings = get_settings()
     ctx = bootstrap(settings)
-    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=False, quiet=True)
-    ingest(ctx, "10k", [sample_corpus_dir() / "10k"], fanout=False, quiet=True)
+    ingest(ctx, "transcript", [sample_corpus_dir() / "transcripts"], fanout=None, quiet=True)
+    ingest(ctx, "10k", [sample_corpus_dir() / "10k"], fanout=None, quiet=True)
     manager = WorkerManager(ctx.database_url, ctx.redis_url, settings.data_dir, name="bench")
     try:
         yield ctx, manager

@@ -188,7 +188,7 @@ def main() -> int:
     settings = get_settings()
     ctx = bootstrap(settings)
     try:
-        ingest(ctx, "transcript", sorted(SAMPLE.glob("*.txt")), fanout=False, quiet=True)
+        ingest(ctx, "transcript", sorted(SAMPLE.glob("*.txt")), fanout=None, quiet=True)
         result = {"shapes": measure(ctx, args.rounds, args.only), "machine": machine()}
     finally:
         stop_embedded(settings)

@@ -184,7 +184,7 @@ def rare_term_recall(ctx, embed_query, label: str) -> dict:
 def measure_ingest(ctx, files: list[Path]) -> dict:
     from agent.ingest.runner import ingest
 
-    report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    report = ingest(ctx, "transcript", files, fanout=None, quiet=True)
     if report.errors:
         raise RuntimeError(f"ingest failed: {report.errors}")
     return {"ingest_files": len(files), "ingest_chunks": report.chunks_embedded,

@@ -26,8 +26,9 @@ from celery.canvas import Signature, _chain
 
 from agent.models.steps import CANCEL_STEP, JobStep, StepKey, TaskCall, call_waves, wave_rank
 from agent.persistence.jobstore import JobRow
-from workers.app import app, context
+from workers.app import app
 from workers.pipelined_publish import one_publish_batch
+from workers.process_context import context
 from workers.topology import ADVANCE, CALL_TASKS, queue_for
 
 log = logging.getLogger(__name__)
@@ -131,3 +132,9 @@ class CeleryDispatcher:
             app.control.revoke(queued)  # workers drop these when they receive them; running ones finish unheeded
         # the coordinator ends the job on a dedicated delivery, whatever step it is waiting on
         advance_signature(job.id, CANCEL_STEP, state.request.batch, task_id=f"{job.id}:cancel").apply_async()
+
+
+def consumed_queues(timeout_s: float) -> set[str]:
+    """The queues at least one live worker consumes (Celery's broadcast inspect, waiting `timeout_s`)."""
+    replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
+    return {q["name"] for queues in replies.values() for q in queues or []}

@@ -19,8 +19,8 @@ from agent.models.steps import FailedOutput
 from agent.persistence import jobstore
 from agent.persistence.ledger import ATTEMPT_RETRIES
 from agent.redact import redact, scrub_exception
-from workers.app import context
 from workers.deadlines import soft_limit_error
+from workers.process_context import context
 from workers.topology import Queue
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,8 @@ from agent.infra.events import replay
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.job import JobRequest
 from tasks.dispatch import CeleryDispatcher
-from workers.app import app, context
+from workers.app import app
+from workers.process_context import context
 from workers.topology import CANCEL_JOB, GET_JOB, JOB_EVENTS, SUBMIT_RESEARCH
 
 
@@ -51,7 +52,7 @@ def submit_research(self, question: str, **fields: Any) -> str:
 
 @app.task(name=GET_JOB.name)
 def get_job(job_id: str) -> dict[str, Any]:
-    """The job as the HTTP API shows it (`agent.models.api.JobView`): its status and, once it has ended, its result."""
+    """The job as the HTTP API shows it (`finagent.models.JobView`): its status and, once it has ended, its result."""
     try:
         job = submission.find_job(context(), job_id)
     except LookupError as exc:

@@ -5,7 +5,8 @@ from agent.models.steps import SearchCall
 from agent.retrieval import keyword_index
 from agent.work import calls as work
 from tasks.fanout import JobTask
-from workers.app import app, context
+from workers.app import app
+from workers.process_context import context
 from workers.topology import CALL_TASKS, SYNC_KEYWORD_INDEX
 
 

@@ -1,4 +1,12 @@
-"""Reconciling quiet jobs with what the broker and the workers actually hold.
+"""Recovery, in one place: every way a job that stopped moving is set going again, each re-sending under the same
+task ids (a duplicate adds nothing: outputs are keyed and a stale coordinator delivery is ignored).
+
+- `recover_orphans` (beat, every few seconds): a task claimed by a worker that stopped beating is re-sent at once.
+- `reconcile_quiet_jobs` (run by `recover_orphans`): a quiet job is checked against what the broker and the workers hold.
+- `resume_stalled` (beat, every minute): committed events a crash left unpublished, and jobs that stood still too long.
+- `resume_job`: what all three send; for a job with a saved cancel, the cancel delivery again.
+
+Reconciling quiet jobs with what the broker and the workers actually hold:
 
 A job waits on task ids: its in-flight calls, or its first step. When it has not moved for `BODY_GRACE_S`, each id it
 waits on is finished (its output stored: `finished_calls`), queued (in a queue's list), held by
@@ -16,15 +24,20 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 
 from agent.infra import liveness
+from agent.infra.events import published_marker
+from agent.models.job import FINAL_STATUSES
 from agent.models.steps import TaskCall, call_waves
 from agent.persistence import jobstore
-from agent.submission import announce_unannounced
-from tasks.dispatch import advance_task_id, call_task_id, start_task_id
-from workers.app import app, context, renew_broker_connections
-from workers.topology import Queue
+from agent.submission import admit_batch_jobs, announce_unannounced
+from tasks.coordinator import flush_events
+from tasks.dispatch import CeleryDispatcher, advance_signature, advance_task_id, call_task_id, fan_out, start_task_id
+from workers.app import app, renew_broker_connections
+from workers.process_context import context
+from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, Queue
 
 log = logging.getLogger(__name__)
 FINISHED = {"SUCCESS", "FAILURE", "REVOKED"}
@@ -116,8 +129,6 @@ def live_claims(redis) -> set[str]:
 
 
 def reconcile_quiet_jobs() -> list[str]:
-    from tasks.coordinator import resume_job
-
     ctx = context()
     quiet = [j for j in (jobstore.load_job(ctx.pool, i) for i in jobstore.quiet_jobs(ctx.pool, liveness.BODY_GRACE_S)) if j is not None]
     held: set[str] | None = None
@@ -150,3 +161,70 @@ def reconcile_quiet_jobs() -> list[str]:
         jobstore.touch(ctx.pool, job.id)  # at most one repair per grace period
         acted.append(job.id)
     return acted
+
+
+@app.task(name=RESUME_STALLED.name)
+def resume_stalled(stalled_after_s: int = 900) -> list[str]:
+    """Beat task: re-send the in-flight calls of running jobs that have not moved for a while (on the
+    queues their job uses), and publish any step events a crashed coordinator committed but did not publish."""
+    ctx = context()
+    admit_batch_jobs(ctx, CeleryDispatcher())  # slots freed by jobs whose end was not followed by an admission
+    resumed = []
+    finished = jobstore.recent_final_seqs(ctx.pool, within_s=3600)
+    with ctx.redis.pipeline(transaction=False) as pipe:  # one round trip for every marker
+        for job_id, seq in finished:
+            pipe.exists(published_marker(job_id, seq))
+        published = pipe.execute()
+    for (job_id, _), done in zip(finished, published):
+        if not done:
+            flush_events(job_id, jobstore.load_outbox(ctx.pool, job_id))  # a final step's events lost to a crash
+    for row in jobstore.stalled_jobs(ctx.pool, stalled_after_s):
+        job = jobstore.load_job(ctx.pool, row["id"])
+        if job is None:
+            continue
+        resume_job(job)
+        resumed.append(job.id)
+        jobstore.touch(ctx.pool, job.id)
+    return resumed
+
+
+@app.task(name=RECOVER_ORPHANS.name)
+def recover_orphans() -> list[str]:
+    """Beat task (every few seconds): a job whose task was claimed by a worker that stopped beating (killed,
+    its machine gone) gets its current step re-sent under the same task ids, at once; then every job that has stood
+    still for a while is reconciled with what the broker and the workers hold (tasks/recovery.py)."""
+    ctx = context()
+    lost = liveness.orphans(ctx.redis)
+    resumed = []
+    for job_id in sorted({liveness.job_of(t) for t in lost}):
+        job = jobstore.load_job(ctx.pool, job_id) if _is_uuid(job_id) else None
+        if job is not None and job.status not in FINAL_STATUSES:
+            resume_job(job)
+            resumed.append(job_id)
+    liveness.forget(ctx.redis, list(lost))  # a re-sent task claims its id again on the worker that takes it
+    return resumed + reconcile_quiet_jobs()
+
+
+def resume_job(job: jobstore.JobRow) -> None:
+    """Re-send what a job waits on (same task ids: a duplicate adds nothing), after its committed events."""
+    flush_events(job.id, job.state.outbox)
+    batch = job.state.request.batch
+    if job.cancel_requested:
+        CeleryDispatcher().cancel(job)  # the wake-up of a cancel was lost
+    elif job.step == "start":
+        CeleryDispatcher().start(job.id, batch)
+    elif job.state.inflight:
+        calls = unsent_calls(job)
+        if calls:
+            fan_out(job.id, job.step, calls, job.state.iteration, batch)
+        else:  # every call finished: the step's body is what was lost
+            task_id = advance_task_id(job.id, job.step, job.state.inflight)
+            advance_signature(job.id, job.step, batch, task_id=task_id).apply_async()
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

@@ -84,7 +84,7 @@ def sample_corpus(ctx):
     from ops.cli.main import sample_corpus_dir
 
     root = sample_corpus_dir()
-    reports = [ingest(ctx, "transcript", [root / "transcripts"], fanout=False, quiet=True)]
+    reports = [ingest(ctx, "transcript", [root / "transcripts"], fanout=None, quiet=True)]
     if any((root / "10k").glob("*.htm*")):
-        reports.append(ingest(ctx, "10k", [root / "10k"], fanout=False, quiet=True))
+        reports.append(ingest(ctx, "10k", [root / "10k"], fanout=None, quiet=True))
     return reports

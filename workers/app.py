@@ -1,32 +1,32 @@
 """The Celery app. `celery -A workers.app worker -Q coordinator,search,llm,batch -P threads` runs a worker.
 
-Importing this module has no side effects: the broker URL is resolved (starting the embedded Redis and
-Postgres when no URL is configured) the first time Celery reads its configuration, i.e. when a worker
-starts or a message is sent, and the process context is built on first use.
+Importing this module has no side effects: the broker URL is resolved (agent/services.py: the configured URL, or
+the one the embedded stack recorded) the first time Celery reads its configuration, i.e. when a worker starts or a
+message is sent.
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from kombu import pools
 
-from agent.context import Context
 from agent.infra.liveness import WATCHDOG_PERIOD_S
+from agent.services import celery_broker_url, service_urls
 from agent.settings import get_settings
-from ops.local.stack import celery_broker_url, resolve_services
 from workers import affinity, signals  # noqa: F401  (one CPU for some pools; metrics: task timings, shutdown, scrape targets)
 from workers.pipelined_publish import BatchingCelery
 from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 
 KEYWORD_INDEX_SYNC_S = 60.0  # how stale the BM25 index may get; rows past it are still found by the GIN side
 
-TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.quarter_search", "tasks.llm", "tasks.coordinator", "tasks.news_search", "tasks.tenk_agent"]
+# task names are explicit (workers/topology.py): a module's name is not on the wire
+TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.quarter_search", "tasks.llm", "tasks.coordinator", "tasks.recovery",
+                "tasks.news_search", "tasks.tenk_agent"]
 
 
 def _config() -> dict[str, Any]:
     settings = get_settings()
-    broker = celery_broker_url(resolve_services(settings).redis_url)
+    broker = celery_broker_url(service_urls(settings).redis_url)
     return dict(
         broker_url=broker,
         result_backend=broker,
@@ -64,19 +64,6 @@ def _config() -> dict[str, Any]:
 app = BatchingCelery("finagent", include=TASK_MODULES)  # a fan-out is sent in one round trip
 app.add_defaults(_config)  # evaluated lazily, on the first read of app.conf
 
-_ctx: Context | None = None
-_ctx_lock = threading.Lock()
-
-
-def context() -> Context:
-    """The process-wide Context that tasks use."""
-    global _ctx
-    with _ctx_lock:
-        if _ctx is None:
-            settings = get_settings()
-            urls = resolve_services(settings)
-            _ctx = Context(settings, urls.database_url, urls.redis_url)
-        return _ctx
 
 
 def renew_broker_connections() -> None:

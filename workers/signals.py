@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def _redis():
-    from workers.app import context
+    from workers.process_context import context
 
     return context().redis
 

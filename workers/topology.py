@@ -53,7 +53,7 @@ RESUME_STALLED = TaskSpec(name="tasks.coordinator.resume_stalled", queue=Queue.c
 RECOVER_ORPHANS = TaskSpec(name="tasks.coordinator.recover_orphans", queue=Queue.coordinator, limits=LimitKind.beat)
 EMBED_BATCH = TaskSpec(name="tasks.ingest.embed_batch", queue=Queue.batch, limits=LimitKind.embed)
 # the BM25 keyword index of this host's search workers catches up with the chunk tables (beat, every minute)
-SYNC_KEYWORD_INDEX = TaskSpec(name="tasks.quarter_search.sync_keyword_index", queue=Queue.search, limits=LimitKind.beat)
+SYNC_KEYWORD_INDEX = TaskSpec(name="tasks.search.sync_keyword_index", queue=Queue.search, limits=LimitKind.beat)
 
 # one Celery task per kind of call the state machine fans out
 CALL_TASKS: dict[TaskKind, TaskSpec] = {
@@ -61,12 +61,12 @@ CALL_TASKS: dict[TaskKind, TaskSpec] = {
     "extract": TaskSpec(name="tasks.llm.extract", queue=Queue.llm, limits=LimitKind.llm),
     "compose": TaskSpec(name="tasks.llm.compose", queue=Queue.llm, limits=LimitKind.llm),
     "evaluate": TaskSpec(name="tasks.llm.evaluate", queue=Queue.llm, limits=LimitKind.llm),
-    "news": TaskSpec(name="tasks.news_search.news_search", queue=Queue.llm, limits=LimitKind.news),
-    "search": TaskSpec(name="tasks.quarter_search.search_quarter", queue=Queue.search, limits=LimitKind.search),
-    "tenk_plan": TaskSpec(name="tasks.tenk_agent.plan", queue=Queue.llm, limits=LimitKind.llm),
-    "tenk_retrieve": TaskSpec(name="tasks.tenk_agent.retrieve", queue=Queue.search, limits=LimitKind.retrieve),
-    "tenk_answer": TaskSpec(name="tasks.tenk_agent.answer", queue=Queue.llm, limits=LimitKind.llm),
-    "tenk_evaluate": TaskSpec(name="tasks.tenk_agent.evaluate", queue=Queue.llm, limits=LimitKind.llm),
+    "news": TaskSpec(name="tasks.news.news_search", queue=Queue.llm, limits=LimitKind.news),
+    "search": TaskSpec(name="tasks.search.search_quarter", queue=Queue.search, limits=LimitKind.search),
+    "tenk_plan": TaskSpec(name="tasks.tenk.plan", queue=Queue.llm, limits=LimitKind.llm),
+    "tenk_retrieve": TaskSpec(name="tasks.tenk.retrieve", queue=Queue.search, limits=LimitKind.retrieve),
+    "tenk_answer": TaskSpec(name="tasks.tenk.answer", queue=Queue.llm, limits=LimitKind.llm),
+    "tenk_evaluate": TaskSpec(name="tasks.tenk.evaluate", queue=Queue.llm, limits=LimitKind.llm),
 }
 
 ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, RECOVER_ORPHANS, EMBED_BATCH, SYNC_KEYWORD_INDEX,

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -44,41 +45,18 @@ class IngestReport(BaseModel):
         return [f for f in self.files if f.status == "error"]
 
 
-class _FanOut:
-    """The chunk texts of every document to write, embedded by one Celery group of batches. A document is
-    written as soon as the batches covering its chunks are done, so an interrupted run keeps what it finished
-    (and the embedding cache keeps every finished batch)."""
+class EmbedProgress(Protocol):
+    """Chunk texts being embedded elsewhere (the workers): how many batches of which size, and how far they are."""
 
-    def __init__(self, ctx: Context, todo: list[PreparedDocument]):
-        from celery import group
-
-        from tasks.ingest import embed_batch
-
-        size = ctx.settings.embedding_batch_size
-        texts = [c.text for p in todo for c in p.chunks]
-        self.sizes = [len(texts[i:i + size]) for i in range(0, len(texts), size)]
-        self.result = group(embed_batch.s(texts[i:i + size]) for i in range(0, len(texts), size)).apply_async()
-        self.spans, start = [], 0
-        for prepared in todo:  # the batches holding each document's chunks
-            end = start + len(prepared.chunks)
-            self.spans.append(range(start // size, (end - 1) // size + 1) if end > start else range(0))
-            start = end
+    sizes: list[int]
 
     def poll(self) -> tuple[int, list[tuple[bool, str | None]]]:
-        """(chunks embedded so far, (ready, error) per document), asking the result backend once per batch."""
-        from celery import states as task_states
+        """(chunks embedded so far, (ready, error) per document)."""
+        ...
 
-        states = [(st in task_states.READY_STATES, st == task_states.FAILURE)
-                  for st in (r.state for r in self.result.results)]
-        embedded = sum(n for n, (ready, _) in zip(self.sizes, states) if ready)
-        docs: list[tuple[bool, str | None]] = []
-        for span in self.spans:
-            failed = next((self.result.results[b] for b in span if states[b][1]), None)
-            if failed is not None:
-                docs.append((True, f"embedding failed: {type(failed.result).__name__}: {failed.result}"))
-            else:
-                docs.append((all(states[b][0] for b in span), None))
-        return embedded, docs
+
+# starts embedding the documents' chunk texts elsewhere (tasks.ingest.EmbedFanOut: over the workers)
+FanOut = Callable[[Context, list[PreparedDocument]], EmbedProgress]
 
 
 def _failure(what: str, exc: Exception) -> str:
@@ -169,10 +147,11 @@ def _adopt_current_vectors(ctx: Context, doc_ids: list[int], recipe: str) -> set
     return set(same)
 
 
-def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, quiet: bool = False,
+def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: FanOut | None = None, quiet: bool = False,
            prepare_file: Callable[[Path], PreparedDocument] | None = None, label: str | None = None,
            hash_file: Callable[[Path], str | None] | None = None, skip_by_stored_hash: bool = True) -> IngestReport:
-    """Ingest the files of `kind` found under `paths`; with `prepare_file`, exactly `paths`, each read by it.
+    """Ingest the files of `kind` found under `paths`; with `prepare_file`, exactly `paths`, each read by it. With
+    `fanout`, a run larger than one embedding batch is embedded by it (over the workers); otherwise in this process.
 
     A file is unchanged, and is not parsed, when a document stored from the same path has the content hash the file
     would be stored under now: `hash_file` gives that hash without parsing (by default the hash of the file's bytes
@@ -263,11 +242,11 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: bool = True, qui
     return report
 
 
-def _embed_and_store(ctx: Context, todo: list[PreparedDocument], fanout: bool, progress: Progress, embed_task,
+def _embed_and_store(ctx: Context, todo: list[PreparedDocument], fanout: FanOut | None, progress: Progress, embed_task,
                      embed: Callable[[PreparedDocument], Embedded], store: Callable[..., None]) -> None:
     """Embed every document (fanned out over the workers, or inline in windows) and store each as it is ready."""
-    if fanout and sum(len(p.chunks) for p in todo) > ctx.settings.embedding_batch_size:
-        fan = _FanOut(ctx, todo)
+    if fanout is not None and sum(len(p.chunks) for p in todo) > ctx.settings.embedding_batch_size:
+        fan = fanout(ctx, todo)
         pending = list(range(len(todo)))
         while pending:
             embedded, docs = fan.poll()

@@ -18,6 +18,7 @@ from ops.eval.financebench_ingest import PagesDirError, ingest_financebench, pag
 from ops.eval.financebench_questions import QuestionsFileError, load_questions
 from ops.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport, evaluate_retrieval
 from ops.eval.quality_docs import QUALITY_DOC, write_section
+from tasks.ingest import EmbedFanOut
 
 DEFAULT_DATA = Path("../shared/data/financebench")
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def financebench(
     from ops.local.bootstrap import bootstrap
 
     ctx = bootstrap(workers=not inline)
-    ingest = ingest_financebench(ctx, data, fanout=not inline, quiet=as_json)
+    ingest = ingest_financebench(ctx, data, fanout=None if inline else EmbedFanOut, quiet=as_json)
     for f in ingest.errors:
         err.print(f"[yellow]not ingested:[/yellow] {escape(f'{f.path}: {f.reason}')}", highlight=False)
     counts = {st: sum(f.status == st for f in ingest.files) for st in ("added", "replaced", "unchanged", "error")}

@@ -16,9 +16,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent.ingest.runner import FanOut
 from agent.settings import Settings
 from ops.eval.financebench_answers import AnswersSummary, Split
 from ops.eval.financebench_questions import FinanceBenchQuestion
+from tasks.ingest import EmbedFanOut
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS_NAME = "financebench-answers.jsonl"
@@ -95,7 +97,7 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None
         fail("--judge needs an OpenAI-compatible endpoint: pass --endpoint URL (or set FINAGENT_LLM_PROVIDER=openai)")
     use_judge = judge_enabled(settings) if judge is None else judge
     ctx = bootstrap(settings, workers=True)
-    _ingest(ctx, data_dir, fanout=not inline_ingest, quiet=as_json)
+    _ingest(ctx, data_dir, fanout=None if inline_ingest else EmbedFanOut, quiet=as_json)
     say = err.print
     embedder = settings.embedding_provider if ctx.embedder.name == settings.embedding_provider else \
         f"{settings.embedding_provider} ({ctx.embedder.name})"
@@ -125,7 +127,7 @@ def run_answers(questions_path: Path, data_dir: Path, *, mode: str | None = None
         say(f"wrote the '{SECTION}' section of docs/quality.md")
 
 
-def _ingest(ctx, data_dir: Path, fanout: bool, quiet: bool) -> None:
+def _ingest(ctx, data_dir: Path, fanout: FanOut | None, quiet: bool) -> None:
     """The filings' pages into the store: all of them, the paper's shared store (unchanged files are skipped)."""
     from ops.eval.financebench_ingest import PagesDirError, ingest_financebench
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.ingest.failures import IngestError
+from agent.ingest.runner import FanOut
 from ops.eval.transcript_facts import Fact, extract_facts, transcript_files
 from ops.eval.transcripts_eval import (
     AnswerJudgement,
@@ -23,6 +24,7 @@ from ops.eval.transcripts_eval import (
     summarise_answers,
     summarise_retrieval,
 )
+from tasks.ingest import EmbedFanOut
 
 err = Console(stderr=True)
 
@@ -51,7 +53,7 @@ def _ask(ctx, facts: list[Fact], timeout_s: float, quiet: bool) -> tuple[list[An
     return records, judgements, details
 
 
-def run_eval(ctx, files: list[Path], facts: list[Fact], header: dict[str, Any], answers: bool, fanout: bool = True,
+def run_eval(ctx, files: list[Path], facts: list[Fact], header: dict[str, Any], answers: bool, fanout: FanOut | None = None,
              timeout_s: float = 300, quiet: bool = True) -> dict[str, Any]:
     """Ingest the calls (files already ingested unchanged are skipped), then measure retrieval and, with `answers`,
     the answers; per-fact answer records go to <data_dir>/eval/transcripts-answers.jsonl."""
@@ -115,7 +117,7 @@ def eval_transcripts(
     ctx = bootstrap(workers=answers or not inline)
     try:
         out = run_eval(ctx, files, facts, extraction.model_dump(exclude={"facts"}) | {"seed": seed, "per_ticker": per_ticker},
-                       answers=answers, fanout=not inline, timeout_s=timeout_s, quiet=as_json)
+                       answers=answers, fanout=None if inline else EmbedFanOut, timeout_s=timeout_s, quiet=as_json)
     except ValueError as exc:
         _fail(str(exc))
     if as_json:

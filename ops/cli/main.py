@@ -135,9 +135,10 @@ def db_status():
 def _run_ingest(kind: Kind, paths: list[Path], inline: bool, as_json: bool) -> None:
     from agent.ingest.runner import ingest
     from ops.local.bootstrap import bootstrap
+    from tasks.ingest import EmbedFanOut
 
     ctx = bootstrap(workers=not inline)
-    report = ingest(ctx, kind, paths, fanout=not inline, quiet=as_json)
+    report = ingest(ctx, kind, paths, fanout=None if inline else EmbedFanOut, quiet=as_json)
     _print_ingest_report(report, as_json)
 
 
@@ -178,13 +179,14 @@ def ingest_pages(data_dir: Path, inline: bool = typer.Option(False, help="Embed 
     doc_type, doc_period) and DATA_DIR/pages/{doc_name}.jsonl.gz; every chunk keeps its 0-based page."""
     from ops.eval.financebench_ingest import PagesDirError, ingest_financebench, pages_layout
     from ops.local.bootstrap import bootstrap
+    from tasks.ingest import EmbedFanOut
 
     try:
         pages_layout(data_dir)
     except PagesDirError as exc:
         err.print(f"error: {exc}", highlight=False, markup=False)
         raise typer.Exit(code=2) from None
-    report = ingest_financebench(bootstrap(workers=not inline), data_dir, fanout=not inline, quiet=as_json)
+    report = ingest_financebench(bootstrap(workers=not inline), data_dir, fanout=None if inline else EmbedFanOut, quiet=as_json)
     _print_ingest_report(report, as_json)
 
 
@@ -268,7 +270,7 @@ def ask(
         if feedback_on:
             if not feedback:
                 _input_error("--feedback-on needs --feedback")
-            from agent.models.api import Feedback
+            from finagent.models import Feedback
             from ops.cli.ask import rerun_question
 
             Feedback(feedback=feedback)  # the text is checked before anything starts
@@ -299,12 +301,13 @@ def demo(question: str = typer.Argument("What was NVDA's revenue last quarter an
     from agent.models.job import JobRequest
     from ops.cli.ask import run_question
     from ops.local.bootstrap import bootstrap
+    from tasks.ingest import EmbedFanOut
 
     ctx = bootstrap(workers=True)
     root = sample_corpus_dir()
     corpora: tuple[tuple[Kind, str], ...] = (("transcript", "transcripts"), ("10k", "10k"))
     for kind, sub in corpora:
-        report = ingest(ctx, kind, [root / sub], fanout=True)
+        report = ingest(ctx, kind, [root / sub], fanout=EmbedFanOut)
         console.print(f"sample {sub}: " + ", ".join(f"{s}={sum(1 for f in report.files if f.status == s)}"
                                                      for s in ("added", "replaced", "unchanged", "error")))
     console.print(f"\n[bold]Q: {question}[/bold]")
@@ -421,10 +424,10 @@ def flower(host: str = typer.Option("127.0.0.1", help="address to listen on; off
     FINAGENT_FLOWER_BASIC_AUTH, task history kept in FINAGENT_DATA_DIR/flower.db)."""
     import os
 
+    from agent.services import celery_broker_url
     from agent.settings import get_settings
     from ops.cli.flower import FlowerConfigError, check_bind, flower_command
     from ops.local.bootstrap import bootstrap
-    from ops.local.stack import celery_broker_url
 
     settings = get_settings()
     try:

@@ -10,7 +10,7 @@ from agent.context import Context
 from agent.ingest.documents import IngestLimits, pages_hash, prepare_pages
 from agent.ingest.failures import IngestError
 from agent.ingest.filing_pages import PAGES_SUFFIX, FilingMeta, ManifestError, doc_name_of, read_manifest
-from agent.ingest.runner import FileOutcome, IngestReport, ingest
+from agent.ingest.runner import FanOut, FileOutcome, IngestReport, ingest
 from agent.retrieval.companies import register_company
 
 
@@ -33,7 +33,7 @@ def pages_layout(data_dir: Path) -> tuple[dict[str, FilingMeta], list[Path]]:
     return manifest, files
 
 
-def ingest_financebench(ctx: Context, data_dir: Path, doc_names: set[str] | None = None, fanout: bool = True,
+def ingest_financebench(ctx: Context, data_dir: Path, doc_names: set[str] | None = None, fanout: FanOut | None = None,
                         quiet: bool = True, skip_by_stored_hash: bool = True) -> IngestReport:
     """Ingest the pages files of `data_dir` (only `doc_names` when given). A pages file with no manifest row, or
     a requested document with no pages file, is reported as an error; the others are still ingested."""

@@ -7,8 +7,9 @@ from agent.context import Context
 from agent.db.migrate import upgrade
 from agent.ingest.vector_index import restore_abandoned
 from agent.retrieval.companies import seed_companies
+from agent.services import ServiceURLs
 from agent.settings import Settings, get_settings
-from ops.local.stack import StackURLs, ensure_stack
+from ops.local.stack import ensure_stack
 
 
 def bootstrap(settings: Settings | None = None, workers: bool = False) -> Context:
@@ -25,5 +26,5 @@ def bootstrap(settings: Settings | None = None, workers: bool = False) -> Contex
     if workers:
         from ops.local.worker_pool import start_workers
 
-        start_workers(settings, StackURLs(database_url=urls.database_url, redis_url=urls.redis_url))
+        start_workers(settings, ServiceURLs(database_url=urls.database_url, redis_url=urls.redis_url))
     return ctx

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import fasteners
 import redis
 from pydantic import BaseModel
 
+from agent.services import ServiceURLs, forget_embedded, record_embedded
 from agent.settings import Settings
 from ops.local import pg_memory
 
@@ -31,11 +31,6 @@ class ServiceStatus(BaseModel):
 
 class EmbeddedServerError(RuntimeError):
     """An embedded server did not start: the reason from its log, and where the log is."""
-
-
-class StackURLs(BaseModel):
-    database_url: str
-    redis_url: str
 
 
 def _redis_binary() -> Path:
@@ -143,30 +138,17 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
                                       f"see {server.log}") from None
 
 
-def ensure_stack(settings: Settings) -> StackURLs:
+def ensure_stack(settings: Settings) -> ServiceURLs:
     """Return usable URLs, starting whichever embedded server is needed (and not configured)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with fasteners.InterProcessLock(str(settings.data_dir / "stack.lock")):
         db = settings.database_url or start_embedded_postgres(settings)
         rd = settings.redis_url or start_embedded_redis(settings)
-    return StackURLs(database_url=db, redis_url=rd)
+        urls = ServiceURLs(database_url=db, redis_url=rd)
+        record_embedded(settings, urls)  # processes started later without configured URLs find the servers here
+    return urls
 
 
-_resolved: dict[tuple, StackURLs] = {}
-_resolved_lock = threading.Lock()
-
-
-def resolve_services(settings: Settings) -> StackURLs:
-    """The service URLs this process uses, resolved once: the configured ones, or the embedded servers
-    (started here if they are not running)."""
-    key = (str(settings.data_dir), settings.database_url, settings.redis_url)
-    with _resolved_lock:
-        if key not in _resolved:
-            if settings.database_url and settings.redis_url:
-                _resolved[key] = StackURLs(database_url=settings.database_url, redis_url=settings.redis_url)
-            else:
-                _resolved[key] = ensure_stack(settings)
-        return _resolved[key]
 
 
 def stop_embedded(settings: Settings) -> list[str]:
@@ -185,6 +167,7 @@ def stop_embedded(settings: Settings) -> list[str]:
         while _pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         stopped.append("postgres")
+    forget_embedded(settings)
     return stopped
 
 
@@ -241,9 +224,3 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
 
-
-def celery_broker_url(redis_url: str) -> str:
-    """kombu spells a unix-socket Redis as redis+socket://."""
-    if redis_url.startswith("unix://"):
-        return "redis+socket://" + redis_url[len("unix://"):]
-    return redis_url

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from agent.context import connect_redis
+from agent.services import ServiceURLs
 from agent.settings import Settings, env_var, get_settings
-from ops.local.stack import StackURLs
 from workers.topology import WORKERS, WorkerSpec, worker_argv, worker_cpu
 
 log = logging.getLogger(__name__)
@@ -33,11 +33,11 @@ def _dir(settings: Settings) -> Path:
 
 def _code_version() -> float:
     """Newest source file time: workers started before a code change are restarted."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     return max(p.stat().st_mtime for pkg in ("agent", "tasks", "workers") for p in (root / pkg).rglob("*.py"))
 
 
-def _fingerprint(settings: Settings, urls: StackURLs) -> str:
+def _fingerprint(settings: Settings, urls: ServiceURLs) -> str:
     data = settings.model_dump(mode="json") | urls.model_dump() | {"code": _code_version()}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -61,7 +61,7 @@ def _read(settings: Settings, spec: WorkerSpec) -> dict | None:
     return info if _alive(info["pid"]) else None
 
 
-def worker_env(urls: StackURLs, metrics_dir: Path, spec: WorkerSpec | None = None) -> dict[str, str]:
+def worker_env(urls: ServiceURLs, metrics_dir: Path, spec: WorkerSpec | None = None) -> dict[str, str]:
     """A worker process's environment: this one's, with `spec`'s pool defaults underneath (workers/topology.py)."""
     settings = get_settings()
     env = (spec.env_defaults(settings) if spec else {}) | dict(os.environ)
@@ -91,12 +91,12 @@ def _workers_lock(settings: Settings):
     return fasteners.InterProcessLock(str(_dir(settings) / "workers.lock"))
 
 
-def start_workers(settings: Settings, urls: StackURLs, wait_s: float = 60) -> list[str]:
+def start_workers(settings: Settings, urls: ServiceURLs, wait_s: float = 60) -> list[str]:
     with _workers_lock(settings):
         return _start_workers(settings, urls, wait_s)
 
 
-def _start_workers(settings: Settings, urls: StackURLs, wait_s: float) -> list[str]:
+def _start_workers(settings: Settings, urls: ServiceURLs, wait_s: float) -> list[str]:
     started = []
     fp = _fingerprint(settings, urls)
     running = {spec.name: info for spec in WORKERS if (info := _read(settings, spec))}
@@ -145,7 +145,7 @@ def _ping_names(app, timeout: float) -> list[str]:
     return [name for r in replies for name in r]
 
 
-def wait_ready(urls: StackURLs, prefixes: list[str], wait_s: float) -> None:
+def wait_ready(urls: ServiceURLs, prefixes: list[str], wait_s: float) -> None:
     from workers.app import app, renew_broker_connections
 
     deadline = time.monotonic() + wait_s
@@ -207,7 +207,7 @@ class WorkerManager:
     """
 
     def __init__(self, database_url: str, redis_url: str, log_dir: Path, name: str = "fg", metrics_dir: Path | None = None):
-        self.urls = StackURLs(database_url=database_url, redis_url=redis_url)
+        self.urls = ServiceURLs(database_url=database_url, redis_url=redis_url)
         self.log_dir, self.name = log_dir, name
         self.metrics_dir = metrics_dir or get_settings().metrics_path()
         self.procs: list[subprocess.Popen] = []

@@ -20,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.infra.events import stream_key
 from agent.persistence import jobstore
+from agent.services import celery_broker_url
 from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
 from ops.chaos.audit import Supervisor, audit, crash_postgres, crash_redis, diagnose, start_postgres, start_redis, wait_final
-from ops.local.stack import celery_broker_url
 from tests.support.chaos_jobs import check, questions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]

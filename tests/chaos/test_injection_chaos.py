@@ -34,7 +34,7 @@ def obeyed(job) -> bool:
 def test_injection_strings_in_chunks_and_news(ctx, workers_with, tmp_path, report):
     from agent.persistence import jobstore
 
-    reports = ingest(ctx, "transcript", [write_corpus(tmp_path / "injected", injected=True)], fanout=False, quiet=True)
+    reports = ingest(ctx, "transcript", [write_corpus(tmp_path / "injected", injected=True)], fanout=None, quiet=True)
     assert not [f for f in reports.files if f.status == "error"], reports.files
     with tavily_server(200, news(True)) as tavily, FaultLLMServer(seed=13) as llm:
         llm.responder = gullible

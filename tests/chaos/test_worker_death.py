@@ -86,8 +86,8 @@ def test_worker_killed_mid_job_resumes_on_its_own_without_duplicates(ctx, sample
 def test_final_events_lost_in_a_crash_are_published_by_resume_stalled(ctx, sample_corpus, workers):
     workers.ensure()
     from agent.submission import create
-    from tasks.coordinator import resume_stalled
     from tasks.dispatch import CeleryDispatcher
+    from tasks.recovery import resume_stalled
 
     job_id, _ = create(ctx, CeleryDispatcher(), JobRequest(question="What was NVDA's revenue last quarter?", max_iterations=1))
     job, _ = follow_job(ctx, job_id, timeout_s=120)
@@ -111,7 +111,7 @@ def test_resume_stalled_resends_a_stalled_batch_job_on_the_batch_queue(ctx, work
     """A batch job must stay on the batch queue when the beat task re-sends it, or it would compete with
     interactive jobs."""
     from agent.models.job import JobState
-    from tasks.coordinator import resume_stalled
+    from tasks.recovery import resume_stalled
 
     workers.stop()  # nothing consumes: the re-sent message stays where it was routed
     job_id, _ = jobstore.create_job(ctx.pool, JobState(request=JobRequest(question="What was NVDA's revenue?", batch=True)))

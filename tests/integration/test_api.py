@@ -246,7 +246,7 @@ def _wait_ready(fa: FinagentClient, want: bool, timeout: float = 30):
 
 
 def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
-    from ops.local.stack import StackURLs
+    from agent.services import ServiceURLs
     from ops.local.worker_pool import stop_pids, wait_ready, worker_env
     from workers.topology import Queue, WorkerSpec, worker_argv
 
@@ -258,7 +258,7 @@ def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
         # one worker for every queue but batch
         spec = WorkerSpec(name="partial", queues=[q for q in Queue if q is not Queue.batch], concurrency=1)
         node = f"partial-{uuid.uuid4().hex[:6]}"
-        urls = StackURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
+        urls = ServiceURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
         log = open(ctx.settings.data_dir / f"{node}.log", "wb")
         proc = subprocess.Popen([sys.executable, "-m", "celery", *worker_argv(spec, node)], env=worker_env(urls, ctx.settings.metrics_path()),
                                 stdout=log, stderr=subprocess.STDOUT)

@@ -217,7 +217,7 @@ def test_ingest_builds_the_index_after_a_bulk_load_and_not_after_a_small_one(own
     for f in files[:-1]:
         shutil.copy(f, first / f.name)
 
-    report = ingest(ctx, "transcript", [first], fanout=False, quiet=True)
+    report = ingest(ctx, "transcript", [first], fanout=None, quiet=True)
     assert report.errors == []
     with ctx.pool.connection() as conn:
         chunks = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
@@ -229,7 +229,7 @@ def test_ingest_builds_the_index_after_a_bulk_load_and_not_after_a_small_one(own
         assert conn.execute("SELECT count(*) AS n FROM deferred_indexes").fetchone()["n"] == 0
 
     # one more call: fewer chunks than the table holds, inserted through the index as it stands
-    second = ingest(ctx, "transcript", [files[-1]], fanout=False, quiet=True)
+    second = ingest(ctx, "transcript", [files[-1]], fanout=None, quiet=True)
     assert [f.status for f in second.files] == ["added"]
     assert second.index_rebuilds == []
     with ctx.pool.connection() as conn:
@@ -249,8 +249,8 @@ def test_an_unchanged_corpus_defers_nothing(own_database, tmp_path):
     ctx = own_database
     folder = tmp_path / "calls"
     shutil.copytree(sample_corpus_dir() / "transcripts", folder)
-    assert ingest(ctx, "transcript", [folder], fanout=False, quiet=True).index_rebuilds != []
-    again = ingest(ctx, "transcript", [folder], fanout=False, quiet=True)
+    assert ingest(ctx, "transcript", [folder], fanout=None, quiet=True).index_rebuilds != []
+    again = ingest(ctx, "transcript", [folder], fanout=None, quiet=True)
     assert {f.status for f in again.files} == {"unchanged"}
     assert again.index_rebuilds == []
 

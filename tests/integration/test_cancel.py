@@ -12,8 +12,8 @@ import pytest
 from agent.models.job import JobRequest
 from agent.persistence import jobstore
 from agent.persistence.ledger import load_ledger
+from agent.services import ServiceURLs
 from agent.submission import cancel, create
-from ops.local.stack import StackURLs
 from ops.local.worker_pool import stop_pids, wait_ready, worker_env
 from tasks.dispatch import CeleryDispatcher
 from workers.topology import Queue, WorkerSpec, worker_argv
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 
 def _start(ctx, name: str, queues: list[Queue]) -> subprocess.Popen:
-    urls = StackURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
+    urls = ServiceURLs(database_url=ctx.database_url, redis_url=ctx.redis_url)
     node = f"{name}-{uuid.uuid4().hex[:6]}"
     log = open(ctx.settings.data_dir / f"{node}.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "celery", *worker_argv(WorkerSpec(name=name, queues=queues, concurrency=2), node)],

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from ops.local.stack import celery_broker_url
+from agent.services import celery_broker_url
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,7 @@ def fb_questions(ctx, shared_data) -> list[FinanceBenchQuestion]:
     questions = [q for q in load_questions(root / "questions_dev.jsonl") if q.doc_name and (pages / f"{q.doc_name}.jsonl.gz").is_file()
                  and q.doc_name in manifest and manifest[q.doc_name].kind == "10k"]
     docs = sorted({q.doc_name for q in questions if q.doc_name}, key=lambda d: (pages / f"{d}.jsonl.gz").stat().st_size)[:N_FILINGS]
-    report = ingest_financebench(ctx, root, doc_names=set(docs), fanout=False)
+    report = ingest_financebench(ctx, root, doc_names=set(docs), fanout=None)
     assert not [f for f in report.files if f.status == "error"], report.files
     return [q for q in questions if q.doc_name in docs][:N_QUESTIONS]
 

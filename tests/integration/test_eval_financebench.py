@@ -33,7 +33,7 @@ def _squash(text: str) -> str:
 @pytest.fixture(scope="module")
 def real_pages(ctx, shared_data):
     data = shared_data / "financebench"
-    report = ingest_financebench(ctx, data, doc_names=REAL_DOCS, fanout=False)
+    report = ingest_financebench(ctx, data, doc_names=REAL_DOCS, fanout=None)
     assert not report.errors and sorted(f.status for f in report.files) == ["added"] * 3, report.files
     return data
 
@@ -66,14 +66,14 @@ def test_real_pages_keep_their_page_kind_period_and_date(ctx, real_pages):
 def test_reingesting_unchanged_pages_is_a_no_op(ctx, real_pages):
     with ctx.pool.connection() as conn:
         before = conn.execute("SELECT count(*) AS n, max(id) AS top FROM tenk_chunks").fetchone()
-    report = ingest_financebench(ctx, real_pages, doc_names=REAL_DOCS, fanout=False)
+    report = ingest_financebench(ctx, real_pages, doc_names=REAL_DOCS, fanout=None)
     assert [f.status for f in report.files] == ["unchanged"] * 3 and report.chunks_embedded == 0
     with ctx.pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n, max(id) AS top FROM tenk_chunks").fetchone() == before
 
 
 def test_a_requested_document_without_pages_is_reported(ctx, real_pages):
-    report = ingest_financebench(ctx, real_pages, doc_names={"ULTABEAUTY_2023Q4_EARNINGS", "NO_SUCH_2020_10K"}, fanout=False)
+    report = ingest_financebench(ctx, real_pages, doc_names={"ULTABEAUTY_2023Q4_EARNINGS", "NO_SUCH_2020_10K"}, fanout=None)
     assert [(f.path, f.status, f.reason) for f in report.errors] == [("NO_SUCH_2020_10K", "error", "no pages file for this document")]
     with pytest.raises(PagesDirError, match="no such directory"):
         ingest_financebench(ctx, real_pages / "nope")
@@ -110,7 +110,7 @@ def _question(fid: str, doc: str, page: int, text: str = QUESTION) -> dict:
 @pytest.fixture(scope="module")
 def made_up(ctx, tmp_path_factory):
     data = _made_up_dir(tmp_path_factory.mktemp("made-up-filings"))
-    report = ingest_financebench(ctx, data, fanout=False)
+    report = ingest_financebench(ctx, data, fanout=None)
     assert not report.errors, report.errors
     questions = tmp_path_factory.mktemp("q") / "questions.jsonl"
     questions.write_text("\n".join(json.dumps(q) for q in [
@@ -221,7 +221,7 @@ def vexmoor(ctx, tmp_path_factory):
     with gzip.open(root / "pages" / "VEXMOOR_2021_10K.jsonl.gz", "wt") as fh:
         for i, text in enumerate(VEXMOOR_PAGES):
             fh.write(json.dumps({"doc_name": "VEXMOOR_2021_10K", "page": i, "text": text}) + "\n")
-    report = ingest_financebench(ctx, root, fanout=False)
+    report = ingest_financebench(ctx, root, fanout=None)
     assert not report.errors, report.errors
     with ctx.pool.connection() as conn:
         rows = conn.execute("SELECT DISTINCT c.page, c.statement FROM tenk_chunks c JOIN documents d ON d.id = c.document_id"

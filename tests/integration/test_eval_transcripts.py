@@ -54,7 +54,7 @@ def test_answers_are_judged_against_their_citations_and_recorded(ctx, worker, ca
 
     files = sorted(calls.iterdir())
     facts = extract_facts(files, per_ticker=2).facts
-    out = run_eval(ctx, files, facts, {}, answers=True, fanout=False, timeout_s=120)
+    out = run_eval(ctx, files, facts, {}, answers=True, fanout=None, timeout_s=120)
     lines = Path(out["answer_records"]).read_text().splitlines()
     records = [AnswerRecord.model_validate_json(line) for line in lines]
     assert [r.id for r in records] == [f.id for f in facts]

@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from agent.persistence import jobstore
+from agent.services import celery_broker_url
 from ops.cli.flower import flower_command
-from ops.local.stack import celery_broker_url
 from tests.integration.jobs import run_job
 from workers.topology import ADVANCE, CALL_TASKS
 

@@ -58,7 +58,7 @@ def held_out_calls(ctx, shared_data):
         for t in HELD_OUT:
             ensure_company(conn, t)
     _drop_held_out(ctx)  # a module before this one may have stored them with the hash embedder: not unchanged here
-    report = ingest(model_ctx, "transcript", files, fanout=False, quiet=True)
+    report = ingest(model_ctx, "transcript", files, fanout=None, quiet=True)
     assert [f.status for f in report.files] == ["added"] * len(files)  # every call embedded by the model
     yield {p.stem.split("_")[0]: _period(p) for p in files}  # each company's latest call (its files are in order)
     _drop_held_out(ctx)  # a module after this one stores them again with its own embedder

@@ -17,6 +17,7 @@ from agent.retrieval import keyword_index
 from agent.retrieval.availability import invalidate
 from agent.retrieval.hybrid import KEYWORD_MATCH_CAP, and_tsquery_text, hybrid_search, query_words
 from agent.search_service import SearchRequest, search
+from tasks.ingest import EmbedFanOut
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +59,7 @@ def ingested(ctx, workers, shared_data) -> SimpleNamespace:
     for t in REAL_TICKERS:
         invalidate(ctx.redis, t)
     calls_before = ctx.embedder.model_calls
-    report = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=True, quiet=True)
+    report = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=EmbedFanOut, quiet=True)
     # the keyword score reads the planner's statistics: settle them now, or autovacuum's ANALYZE could change them
     # between a test's Python reference and its search
     with ctx.pool.connection() as conn:
@@ -118,7 +119,7 @@ def test_second_ingest_changes_nothing(ctx, corpus, shared_data):
     before = _counts(ctx)
     with ctx.pool.connection() as conn:
         ids_before = [r["id"] for r in conn.execute("SELECT id FROM transcript_chunks ORDER BY id")]
-    again = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=True, quiet=True)
+    again = ingest(ctx, "transcript", [shared_data / "transcripts"], fanout=EmbedFanOut, quiet=True)
     assert len(again.files) == 68
     assert {f.status for f in again.files} == {"unchanged"}
     assert again.chunks_embedded == 0
@@ -137,7 +138,7 @@ def test_malformed_file_in_a_batch(ctx, corpus, worker, shared_data, tmp_path):
     broken = tmp_path / "ZZD_2021_q1.json"
     broken.write_text('{"prepared_remarks": [{"speaker": "Operator", "speech": "Good mor')
     try:
-        report = ingest(ctx, "transcript", [tmp_path], fanout=True, quiet=True)
+        report = ingest(ctx, "transcript", [tmp_path], fanout=EmbedFanOut, quiet=True)
         by_name = {Path(f.path).name: f for f in report.files}
         assert set(by_name) == {"ZZA_2021_q1.json", "ZZB_2020_q3.json", "ZZC_q2_2021.json", "ZZD_2021_q1.json"}
         bad = by_name["ZZD_2021_q1.json"]
@@ -168,7 +169,7 @@ def test_changed_content_replaces_the_document(ctx, corpus, shared_data, tmp_pat
     data = json.loads((shared_data / "transcripts" / "CPF_2021_q1.json").read_text())
     path.write_text(json.dumps(data))
     try:
-        first = ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        first = ingest(ctx, "transcript", [path], fanout=None, quiet=True)
         assert [f.status for f in first.files] == ["added"]
         longest = max(range(len(data["q_and_a"])), key=lambda i: len(data["q_and_a"][i]["speech"]))
         removed_text = " ".join(data["q_and_a"][longest]["speech"].split())[:80]
@@ -181,7 +182,7 @@ def test_changed_content_replaces_the_document(ctx, corpus, shared_data, tmp_pat
         data["prepared_remarks"] = data["prepared_remarks"][:-1]  # one turn fewer: fewer chunks
         path.write_text(json.dumps(data))
 
-        second = ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        second = ingest(ctx, "transcript", [path], fanout=None, quiet=True)
         assert [f.status for f in second.files] == ["replaced"]
         assert second.files[0].chunks != first.files[0].chunks
         with ctx.pool.connection() as conn:
@@ -203,7 +204,7 @@ def test_changed_content_replaces_the_document(ctx, corpus, shared_data, tmp_pat
         vec = ctx.embed_query("Zorblax sentinel widget deposits")
         hits = hybrid_search(ctx.pool, "Zorblax sentinel widget", vec, SearchFilters(tickers=["ZZR"]), top_k=3)
         assert sentinel in hits[0].text
-        third = ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        third = ingest(ctx, "transcript", [path], fanout=None, quiet=True)
         assert [f.status for f in third.files] == ["unchanged"]
     finally:
         _drop_tickers(ctx, ["ZZR"])
@@ -242,20 +243,20 @@ def test_another_embedder_re_ingests_the_same_bytes(ctx, corpus, shared_data, tm
             conn.execute("UPDATE documents SET recipe = NULL WHERE ticker = 'ZZQ'")
 
     try:
-        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=False, quiet=True).files] == ["added"]
+        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=None, quiet=True).files] == ["added"]
         recipe, text, vec = stored()
         assert recipe.startswith(f"embedder={ctx.embedder.name};")
-        assert [f.status for f in ingest(other, "transcript", [path], fanout=False, quiet=True).files] == ["replaced"]
+        assert [f.status for f in ingest(other, "transcript", [path], fanout=None, quiet=True).files] == ["replaced"]
         recipe, text, vec = stored()
         assert recipe.startswith("embedder=another-model;")
         assert np.allclose(vec, other.embedder.embed([text])[0], atol=1e-5)
-        assert [f.status for f in ingest(other, "transcript", [path], fanout=False, quiet=True).files] == ["unchanged"]
+        assert [f.status for f in ingest(other, "transcript", [path], fanout=None, quiet=True).files] == ["unchanged"]
 
         forget_recipe()  # as stored before recipes: the other model's vectors are not the current embedder's
-        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=False, quiet=True).files] == ["replaced"]
+        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=None, quiet=True).files] == ["replaced"]
         assert np.allclose(stored()[2], ctx.embedder.embed([text])[0], atol=1e-5)
         forget_recipe()  # and now they are: kept, with the recipe recorded
-        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=False, quiet=True).files] == ["unchanged"]
+        assert [f.status for f in ingest(ctx, "transcript", [path], fanout=None, quiet=True).files] == ["unchanged"]
         assert stored()[0].startswith(f"embedder={ctx.embedder.name};")
     finally:
         _drop_tickers(ctx, ["ZZQ"])

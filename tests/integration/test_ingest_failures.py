@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.ingest.runner import ingest
+from tasks.ingest import EmbedFanOut
 
 pytestmark = pytest.mark.integration
 
@@ -21,14 +22,14 @@ def test_embedding_failure_on_workers_fails_files_cleanly(ctx, workers_with, sha
         shutil.copy(f, tmp_path / f.name.replace("SNV_", "ZZF_"))
     workers_with(FINAGENT_EMBEDDING_PROVIDER="openai", FINAGENT_LLM_BASE_URL="http://127.0.0.1:9/v1",
                    FINAGENT_OPENAI_API_KEY="sk-test", FINAGENT_LLM_TIMEOUT_S="2")
-    report = ingest(ctx, "transcript", [tmp_path], fanout=True, quiet=True)
+    report = ingest(ctx, "transcript", [tmp_path], fanout=EmbedFanOut, quiet=True)
     assert len(report.errors) == 2 and all("embedding failed" in f.reason for f in report.errors)
     with ctx.pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE ticker='ZZF'").fetchone()["n"] == 0
         assert conn.execute("SELECT count(*) AS n FROM documents WHERE ticker='ZZF'").fetchone()["n"] == 0
 
     workers_with()  # the provider is back
-    report = ingest(ctx, "transcript", [tmp_path], fanout=True, quiet=True)
+    report = ingest(ctx, "transcript", [tmp_path], fanout=EmbedFanOut, quiet=True)
     assert not report.errors and {f.status for f in report.files} == {"added"}
     with ctx.pool.connection() as conn:
         n = conn.execute("SELECT count(*) AS n FROM transcript_chunks WHERE ticker='ZZF'").fetchone()["n"]
@@ -122,7 +123,7 @@ def _rows(ctx, prefix: str) -> dict[str, int]:
 def test_hostile_files_fail_alone_with_their_reason_and_write_nothing(ctx, tmp_path, kind, make, prefix, good):
     expected = make(tmp_path)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    report = ingest(ctx, kind, [tmp_path], fanout=False, quiet=True)
+    report = ingest(ctx, kind, [tmp_path], fanout=None, quiet=True)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     outcomes = {Path(f.path).name: f for f in report.files}
     assert {n for n, f in outcomes.items() if f.status == "added"} == good  # the good files of the same run went in

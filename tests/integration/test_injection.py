@@ -129,7 +129,7 @@ def tavily() -> Iterator[Any]:
 def run(ctx, tmp_path: Path, tavily, injected: bool):
     """Ingest this version of the transcripts (replacing the other), serve this version of the news, run the job."""
     name = "injected" if injected else "clean"
-    reports = ingest(ctx, "transcript", [write_corpus(tmp_path / name, injected)], fanout=False, quiet=True)
+    reports = ingest(ctx, "transcript", [write_corpus(tmp_path / name, injected)], fanout=None, quiet=True)
     assert [f.status for f in reports.files if f.status == "error"] == [], reports.files
     assert [f.chunks for f in reports.files] == [3, 3]  # one chunk per turn in both versions: same chunks, same positions
     tavily.reply = news(injected)

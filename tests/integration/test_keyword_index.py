@@ -19,7 +19,7 @@ PHRASE = "net interest margin"
 @pytest.fixture(scope="module")
 def indexed(ctx, shared_data, tmp_path_factory):
     files = sorted((shared_data / "transcripts").glob("*.json"))[:3]
-    ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    ingest(ctx, "transcript", files, fanout=None, quiet=True)
     index = keyword_index.KeywordIndex(tmp_path_factory.mktemp("bm25") / "transcript")
     return index, index.sync(ctx.pool, "transcript")
 

@@ -84,7 +84,7 @@ def test_a_scrape_shows_what_the_worker_processes_recorded(ctx, sample_corpus, w
     assert worker_pids & pids_with_files(ctx), "no metric file written by a worker process"
 
     # task durations, recorded by the Celery signals inside the workers, for the tasks this job ran
-    for task in ("tasks.coordinator.advance", "tasks.llm.plan", "tasks.quarter_search.search_quarter", "tasks.llm.compose"):
+    for task in ("tasks.coordinator.advance", "tasks.llm.plan", "tasks.search.search_quarter", "tasks.llm.compose"):
         assert grew("finagent_task_duration_seconds_count", task=task, outcome="success") >= 1, task
         assert grew("finagent_task_duration_seconds_sum", task=task, outcome="success") > 0, task
     assert grew("finagent_task_duration_seconds_count", task="tasks.coordinator.advance") >= steps

@@ -22,7 +22,7 @@ QUESTION = "How did AAPL's services revenue change over the last 3 quarters?"
 
 
 def test_resending_every_in_flight_step_changes_nothing(ctx, sample_corpus, workers_with, script_path):
-    from tasks.coordinator import resume_stalled
+    from tasks.recovery import resume_stalled
 
     script_path.write_text(json.dumps({}))
     workers_with(FINAGENT_LLM_PROVIDER="scripted", FINAGENT_LLM_SCRIPT_PATH=str(script_path), FINAGENT_LLM_LATENCY_S="0.5")

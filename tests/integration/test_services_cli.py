@@ -43,7 +43,7 @@ def finagent(ctx, *args: str, cwd: Path, **extra_env: str) -> subprocess.Complet
 def snv_ingested(ctx, shared_data):
     """SNV's 7 calls, whatever ran before (already ingested files are simply 'unchanged')."""
     files = sorted((shared_data / "transcripts").glob("SNV_*.json"))
-    report = ingest(ctx, "transcript", files, fanout=False, quiet=True)
+    report = ingest(ctx, "transcript", files, fanout=None, quiet=True)
     assert not report.errors
     return report
 

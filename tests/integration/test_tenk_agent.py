@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 def real_10k(ctx, shared_data):
     from agent.ingest.runner import ingest
 
-    report = ingest(ctx, "10k", [shared_data / "10k" / "AMZN", shared_data / "10k" / "AAPL"], fanout=False, quiet=True)
+    report = ingest(ctx, "10k", [shared_data / "10k" / "AMZN", shared_data / "10k" / "AAPL"], fanout=None, quiet=True)
     assert not report.errors
     return report
 

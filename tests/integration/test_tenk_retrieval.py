@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def tenks(ctx, shared_data):
-    report = ingest(ctx, "10k", [shared_data / "10k" / "AMZN", shared_data / "10k" / "AAPL"], fanout=False, quiet=True)
+    report = ingest(ctx, "10k", [shared_data / "10k" / "AMZN", shared_data / "10k" / "AAPL"], fanout=None, quiet=True)
     assert not report.errors, report.errors
     for t in ("AMZN", "AAPL"):
         invalidate(ctx.redis, t)

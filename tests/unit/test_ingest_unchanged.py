@@ -98,7 +98,7 @@ def no_parse(monkeypatch):
 def test_an_unchanged_file_is_skipped_without_parsing(ctx, store, no_parse, tmp_path):
     a, b = _transcript(tmp_path, "ACME_2031_q1.json"), _transcript(tmp_path, "ACME_2031_q2.json", "Other words.")
     store.stored = {(str(a), file_hash(a)): 7, (str(b), file_hash(b)): 3}
-    report = runner.ingest(ctx, "transcript", [tmp_path], fanout=False, quiet=True)
+    report = runner.ingest(ctx, "transcript", [tmp_path], fanout=None, quiet=True)
     assert [(Path(f.path).name, f.status, f.chunks) for f in report.files] == [
         ("ACME_2031_q1.json", "unchanged", 7), ("ACME_2031_q2.json", "unchanged", 3)]
     assert report.chunks_embedded == 0 and store.written == []
@@ -110,7 +110,7 @@ def test_a_changed_file_is_parsed_and_replaced(ctx, store, tmp_path):
     store.stored = {(str(path), file_hash(path)): 2}
     store.existing = file_hash(path)
     _transcript(tmp_path, "ACME_2031_q1.json", "Deposits fell; margins narrowed.")  # same path, new bytes
-    report = runner.ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+    report = runner.ingest(ctx, "transcript", [path], fanout=None, quiet=True)
     assert [(f.status, f.chunks) for f in report.files] == [("replaced", 2)]
     assert store.written == [str(path)] and report.chunks_embedded == 2  # a chunk per turn
 
@@ -118,7 +118,7 @@ def test_a_changed_file_is_parsed_and_replaced(ctx, store, tmp_path):
 def test_a_new_file_is_parsed_and_added(ctx, store, tmp_path):
     other = _transcript(tmp_path, "ACME_2031_q1.json")
     store.stored = {(str(other) + ".old", file_hash(other)): 2}  # the same bytes stored from another path
-    report = runner.ingest(ctx, "transcript", [other], fanout=False, quiet=True)
+    report = runner.ingest(ctx, "transcript", [other], fanout=None, quiet=True)
     assert [f.status for f in report.files] == ["added"] and store.written == [str(other)]
 
 
@@ -127,7 +127,7 @@ def test_the_same_bytes_under_another_identity_are_still_compared_after_parsing(
     document's stored hash (the check before the stored-hash lookup)."""
     copy = _transcript(tmp_path, "ACME_q1_2031.json")
     store.existing = file_hash(copy)
-    report = runner.ingest(ctx, "transcript", [copy], fanout=False, quiet=True)
+    report = runner.ingest(ctx, "transcript", [copy], fanout=None, quiet=True)
     assert [(f.status, f.chunks) for f in report.files] == [("unchanged", 2)] and store.written == []
 
 
@@ -136,7 +136,7 @@ def test_a_file_over_the_size_cap_is_not_hashed_and_fails_with_its_reason(ctx, s
     path.write_bytes(b" " * 2048)
     store.stored = {(str(path), file_hash(path)): 1}
     ctx.settings = Settings(embedding_provider="hash", ingest_max_file_bytes=1024)
-    report = runner.ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+    report = runner.ingest(ctx, "transcript", [path], fanout=None, quiet=True)
     assert report.files[0].status == "error" and "over the ingest limit" in report.files[0].reason
 
 
@@ -146,7 +146,7 @@ def test_the_baseline_parses_every_file(ctx, store, monkeypatch, tmp_path):
     store.existing = file_hash(path)
     parsed = []
     monkeypatch.setattr(runner, "prepare", lambda *a, **k: parsed.append(a[1]) or prepare(*a, **k))
-    report = runner.ingest(ctx, "transcript", [path], fanout=False, quiet=True, skip_by_stored_hash=False)
+    report = runner.ingest(ctx, "transcript", [path], fanout=None, quiet=True, skip_by_stored_hash=False)
     assert parsed == [path] and store.lookups == []
     assert [(f.status, f.chunks) for f in report.files] == [("unchanged", 2)]
 
@@ -193,7 +193,7 @@ def test_unchanged_pages_are_skipped_without_reading_them(ctx, store, tmp_path):
         read.append(p.name)
         return prepare_pages(p, meta[p.name.removesuffix(".jsonl.gz")], "ACME", 1000, 150)
 
-    report = runner.ingest(ctx, "10k", [same, changed], fanout=False, quiet=True, prepare_file=prepare_file,
+    report = runner.ingest(ctx, "10k", [same, changed], fanout=None, quiet=True, prepare_file=prepare_file,
                            hash_file=hash_file)
     assert read == ["ACME_2032_10K.jsonl.gz"]
     assert [(Path(f.path).name, f.status) for f in report.files] == [("ACME_2031_10K.jsonl.gz", "unchanged"),
@@ -204,7 +204,7 @@ def test_unchanged_pages_are_skipped_without_reading_them(ctx, store, tmp_path):
 def test_without_a_hash_function_every_given_file_is_read(ctx, store, tmp_path):
     path = _pages(tmp_path, "ACME_2031_10K", ["Revenue grew."])
     read = []
-    report = runner.ingest(ctx, "10k", [path], fanout=False, quiet=True,
+    report = runner.ingest(ctx, "10k", [path], fanout=None, quiet=True,
                            prepare_file=lambda p: read.append(p) or prepare_pages(p, META, "ACME", 1000, 150))
     assert read == [path] and store.lookups == [] and report.files[0].status == "added"
 
@@ -217,7 +217,7 @@ def test_the_same_bytes_under_another_embedder_or_chunking_are_re_ingested(ctx, 
         store.stored = {(str(path), file_hash(path)): 2}
         store.recipes = {(str(path), file_hash(path)): other}
         store.existing, store.existing_recipe, store.written = file_hash(path), other, []
-        report = runner.ingest(ctx, "transcript", [path], fanout=False, quiet=True)
+        report = runner.ingest(ctx, "transcript", [path], fanout=None, quiet=True)
         assert [(f.status, f.chunks) for f in report.files] == [("replaced", 2)] and store.written == [str(path)]
     assert runner.ingest_recipe(Settings(embedding_provider="hash", chunk_size=800), ctx.embedder) != RECIPE
 
@@ -229,7 +229,7 @@ def test_a_document_stored_before_recipes_is_kept_when_its_vectors_are_the_curre
     store.stored = {(str(kept), file_hash(kept)): 2, (str(stale), file_hash(stale)): 2}
     store.recipes = {k: None for k in store.stored}
     store.first_vectors = {0: np.ones(4, np.float32) * 3, 1: np.array([1, -1, 0, 0], np.float32)}
-    report = runner.ingest(ctx, "transcript", [kept, stale], fanout=False, quiet=True)
+    report = runner.ingest(ctx, "transcript", [kept, stale], fanout=None, quiet=True)
     assert [(Path(f.path).name, f.status) for f in report.files] == [("ACME_2031_q1.json", "unchanged"),
                                                                      ("ACME_2031_q2.json", "added")]
     assert store.adopted == [0] and store.written == [str(stale)]

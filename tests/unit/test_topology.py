@@ -111,10 +111,10 @@ def test_the_coordinator_keeps_a_cpu_apart_from_the_call_pools_and_the_batch_poo
 
 def test_the_local_launcher_passes_each_pinned_pool_its_cpu_unless_pinning_is_off(monkeypatch):
     import ops.local.worker_pool as launcher
+    from agent.services import ServiceURLs
     from agent.settings import get_settings
-    from ops.local.stack import StackURLs
 
-    urls = StackURLs(database_url="postgresql://x/y", redis_url="redis://x:1/0")
+    urls = ServiceURLs(database_url="postgresql://x/y", redis_url="redis://x:1/0")
     by_name = {w.name: w for w in WORKERS}
     monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setenv("FINAGENT_WORKER_CPU", "1")  # the launcher's own (say, run from a pinned worker): not inherited
