@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.settings import get_settings
-from ops.cli.batch import batch_app
+from ops.cli.batch_runs import batch_app
 from ops.cli.eval import eval_app
 from workers.topology import Queue
 
