@@ -14,12 +14,12 @@ from kombu.exceptions import OperationalError as BrokerError
 from psycopg_pool import PoolTimeout
 
 from agent.infra.unavailable import unavailable
-from agent.models.api import ErrorBody
 from agent.models.job import JobRequest
 from agent.settings import Settings
 from api_stub import health
 from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
+from finagent.models import ErrorBody
 
 SETTINGS = Settings(api_keys=[])
 
@@ -297,7 +297,7 @@ def test_an_open_stream_still_fails_on_anything_else(monkeypatch):
 # ---------- the CLI ----------
 
 def test_the_cli_says_which_server_is_down_in_one_line(monkeypatch, capsys):
-    from ops.cli.main import main as cli
+    from ops.cli import main as cli
 
     def down():
         raise PoolTimeout("couldn't get a connection after 30.00 sec")
@@ -312,7 +312,7 @@ def test_the_cli_says_which_server_is_down_in_one_line(monkeypatch, capsys):
 
 
 def test_the_cli_keeps_the_traceback_of_other_failures(monkeypatch):
-    from ops.cli.main import main as cli
+    from ops.cli import main as cli
 
     def canceled():
         raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
@@ -327,7 +327,7 @@ def test_an_overnight_batch_run_waits_out_a_database_restart(monkeypatch):
 
     from agent import batches
     from agent.models.batch import BatchProgress
-    from ops.cli.main import batch as cli_batch
+    from ops.cli import batch_runs as cli_batch
 
     answers = [PoolTimeout("couldn't get a connection after 30.00 sec"), psycopg.OperationalError("connection failed"),
                BatchProgress(batch_id="b", name="n", created_at=dt.datetime.now(dt.UTC), total=2, done=2)]
@@ -345,7 +345,7 @@ def test_an_overnight_batch_run_waits_out_a_database_restart(monkeypatch):
 
 def test_a_batch_run_still_stops_on_any_other_failure(monkeypatch):
     from agent import batches
-    from ops.cli.main import batch as cli_batch
+    from ops.cli import batch_runs as cli_batch
 
     def broken(pool, batch_id):
         raise psycopg.errors.UndefinedTable("relation does not exist")
@@ -356,7 +356,7 @@ def test_a_batch_run_still_stops_on_any_other_failure(monkeypatch):
 
 
 def test_a_followed_job_that_loses_redis_says_where_to_pick_it_up(monkeypatch, capsys):
-    from ops.cli.main import ask
+    from ops.cli import ask
 
     def follow(redis_client, job_id, timeout_s):
         yield from ()

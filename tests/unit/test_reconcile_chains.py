@@ -151,7 +151,6 @@ def test_a_search_finishes_by_storing_its_output(states, stored):
 def test_a_finished_fan_outs_body_is_sent_again_only_when_nothing_holds_it(states, monkeypatch):
     """Every call finished and the job stood still: its body is queued behind a busy coordinator queue, or lost. Sent
     again only in the second case: each duplicate would be one more delivery for that busy queue to throw away."""
-    import tasks.coordinator as coordinator
     from tasks.dispatch import advance_task_id
 
     calls = [ExtractCall(scope="ACME:2025_q1")]
@@ -169,7 +168,7 @@ def test_a_finished_fan_outs_body_is_sent_again_only_when_nothing_holds_it(state
     monkeypatch.setattr(reconcile, "worker_held_ids", lambda expected=None: set())
     monkeypatch.setattr(reconcile, "live_claims", lambda redis: set())
     monkeypatch.setattr(reconcile.liveness, "beating_workers", lambda redis: set())
-    monkeypatch.setattr(coordinator, "resume_job", lambda j: resent.append(j.id))
+    monkeypatch.setattr(reconcile, "resume_job", lambda j: resent.append(j.id))
 
     held.add(body)
     assert reconcile.reconcile_quiet_jobs() == [] and resent == []  # queued: it will arrive
