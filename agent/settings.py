@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field, ModelWrapValidatorHandler, SecretStr, Val
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from finagent.models import AnswerMode  # a request's modes are the API's contract; the table below configures them
+
 ENV_PREFIX = "FINAGENT_"
 ENV_NESTED_DELIMITER = "__"
 
@@ -23,13 +25,6 @@ def env_var(*path: str) -> str:
 def setting_name(*path: str) -> str:
     """How an error names a setting: `phases.planning` (env FINAGENT_PHASES__PLANNING)."""
     return f"`{'.'.join(path)}` (env {env_var(*path)})"
-
-
-class AnswerMode(str, Enum):
-    direct = "direct"
-    standard = "standard"
-    detailed = "detailed"
-    deep_search = "deep_search"
 
 
 class ModeConfig(BaseModel):

@@ -13,11 +13,11 @@ from typing import Protocol
 from agent.context import Context
 from agent.infra.events import publish, stream_key
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
-from agent.models.api import JobView
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
 from agent.persistence import batchstore, jobstore
 from agent.retrieval.companies import load_companies
 from agent.retrieval.periods import impossible_periods
+from finagent.models import JobView
 
 log = logging.getLogger(__name__)
 

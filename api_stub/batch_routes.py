@@ -15,11 +15,11 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
-from agent.models.api import BatchSubmitted, ErrorDetail, LineError
 from agent.models.batch import BatchProgress
 from agent.settings import AnswerMode
 from api_stub.error_responses import ApiError, error_responses
 from api_stub.runtime import Runtime, runtime
+from finagent.models import BatchSubmitted, ErrorDetail, LineError
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
-from agent.models.api import ErrorBody, ErrorDetail, ErrorInfo
 from agent.redact import install_log_redaction, redact
+from finagent.models import ErrorBody, ErrorDetail, ErrorInfo
 
 log = logging.getLogger(__name__)
 # how long a client is told to wait before retrying a request that met Postgres or Redis down

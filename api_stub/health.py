@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from fastapi import APIRouter, Depends
 
-from finagent.models import ErrorDetail, Health, Readiness
 from api_stub.error_responses import error_response, error_responses
 from api_stub.runtime import Runtime, runtime
+from finagent.models import ErrorDetail, Health, Readiness
 from workers.topology import Queue
 
 router = APIRouter(tags=["health"])

@@ -9,13 +9,13 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from sse_starlette.sse import EventSourceResponse
 
 from agent import submission
-from agent.models.api import ErrorDetail, Feedback, JobPage, JobSummary, JobView, Submitted
 from agent.models.job import FINAL_STATUSES, JobRequest, JobStatus
 from agent.persistence import jobstore
 from api_stub.cursor import BadCursor, decode_cursor, encode_cursor
 from api_stub.error_responses import ApiError, error_responses
 from api_stub.runtime import Runtime, runtime
 from api_stub.sse import check_event_id, job_events
+from finagent.models import ErrorDetail, Feedback, JobPage, JobSummary, JobView, Submitted
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field
 
 from agent.models.corpus import SearchHit
-from agent.settings import AnswerMode
+from finagent.models import AnswerMode, Citation, Evaluation, EvaluationScores
+
+# Citation, Evaluation and EvaluationScores are part of a job's result (the API's contract, `finagent.models`)
+__all__ = ["Answer", "Citation", "DataSource", "Evaluation", "EvaluationScores", "Evidence", "Finding", "QuestionType",
+           "ResearchPlan", "ScopeFindings", "SearchPlan", "SearchSpec", "TickerPeriods", "Usage"]
 
 DataSource = Literal["earnings_transcripts", "10k", "news", "hybrid"]
 QuestionType = Literal["single_company", "multiple_companies", "comparison"]
-
-# confidence = the weighted sum of the four evaluation scores, computed in code (never taken from an LLM)
-WEIGHTS = {"completeness": 0.35, "specificity": 0.30, "accuracy": 0.25, "clarity": 0.10}
 
 
 def _transcripts_only() -> list[DataSource]:
@@ -91,53 +92,6 @@ class ScopeFindings(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
 
 
-class Citation(BaseModel):
-    marker: str  # '[1]', '[10K1]', '[N1]'
-    source_type: str
-    ticker: str | None = None
-    period: str = ""
-    text: str
-    citation_key: str
-    speaker: str | None = None
-    item: str | None = None
-    url: str | None = None
-
-
 class Answer(BaseModel):
     text: str
     citations: list[Citation] = Field(default_factory=list)
-
-
-class EvaluationScores(BaseModel):
-    """What an evaluator returns: four scores (0-100) and follow-up requests. The scope and the
-    confidence are not in it: both are set in code."""
-
-    completeness_score: int = Field(ge=0, le=100)
-    specificity_score: int = Field(ge=0, le=100)
-    accuracy_score: int = Field(ge=0, le=100)
-    clarity_score: int = Field(ge=0, le=100)
-    issues: list[str] = Field(default_factory=list)
-    missing_info: list[str] = Field(default_factory=list)
-    suggestions: list[str] = Field(default_factory=list)
-    is_sufficient: bool = False
-    followup_keywords: list[str] = Field(default_factory=list)
-    needs_transcript_search: bool = True
-    needs_news_search: bool = False
-    news_query: str | None = None
-
-
-class Evaluation(EvaluationScores):
-    """An evaluation of one scope. Confidence is computed here, never taken from the LLM."""
-
-    scope: str = "all"
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def overall_confidence(self) -> float:
-        return round(
-            (WEIGHTS["completeness"] * self.completeness_score
-             + WEIGHTS["specificity"] * self.specificity_score
-             + WEIGHTS["accuracy"] * self.accuracy_score
-             + WEIGHTS["clarity"] * self.clarity_score) / 100,
-            4,
-        )

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from agent.models.api import ErrorBody, ErrorInfo
 from finagent import BadRequest, Conflict, FinagentClient, FinagentError, NotFound, NotReady, ServerError, Unauthorized
+from finagent.models import ErrorBody, ErrorInfo
 
 JOB = {"job_id": "j1", "status": "running", "step": "1:search", "question": "What was revenue?"}
 

@@ -9,7 +9,6 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.models.api import ErrorBody
 from agent.persistence.jobstore import PagePosition
 from agent.settings import Settings
 from api_stub.asgi import create_app
@@ -17,6 +16,7 @@ from api_stub.batch_routes import decode_lines
 from api_stub.cursor import BadCursor, decode_cursor, encode_cursor
 from api_stub.error_responses import ApiError
 from api_stub.runtime import Runtime
+from finagent.models import ErrorBody
 
 SETTINGS = Settings(api_keys=[], api_max_body_bytes=2048, api_max_batch_bytes=4096, api_max_batch_lines=3)
 

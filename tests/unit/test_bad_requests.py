@@ -13,12 +13,12 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from agent import batches
-from agent.models.api import ErrorBody
 from agent.models.job import JobRequest
 from agent.settings import Settings
 from agent.submission import InvalidRequest, check_question
 from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
+from finagent.models import ErrorBody
 
 SETTINGS = Settings(api_keys=[])
 QUESTION = "How did gross margin change last quarter?"

@@ -16,10 +16,21 @@ from typing import Any
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, connect_sse
 
-from agent.models.api import BatchSubmitted, Health, JobEvent, JobPage, JobSummary, JobView, Readiness, Submitted
-from agent.models.batch import BatchItem, BatchProgress
-from agent.models.job import FINAL_STATUSES, JobRequest
 from finagent.errors import FinagentError, NotReady, raise_for_error
+from finagent.models import (
+    FINAL_STATUSES,
+    BatchItem,
+    BatchProgress,
+    BatchSubmitted,
+    Health,
+    JobEvent,
+    JobPage,
+    JobRequest,
+    JobSummary,
+    JobView,
+    Readiness,
+    Submitted,
+)
 
 # an event stream is idle between events except for the server's keep-alive pings (every 15 s by default)
 EVENTS_READ_TIMEOUT_S = 60.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import httpx
 from pydantic import ValidationError
 
-from agent.models.api import ErrorBody, ErrorInfo
+from finagent.models import ErrorBody, ErrorInfo
 
 
 class FinagentError(Exception):

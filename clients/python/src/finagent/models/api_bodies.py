@@ -1,4 +1,4 @@
-"""The HTTP API's boundary models, shared by the server (`api_stub`) and the Python client (`finagent.client`)."""
+"""The bodies of the API's job, event, health and error answers, and of a feedback request."""
 from __future__ import annotations
 
 import datetime as dt
@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from agent.models.job import JobResult, JobStatus, plain_text
+from finagent.models.job_request import JobStatus, plain_text
+from finagent.models.job_result import JobResult
 
 
 class ErrorDetail(BaseModel):
@@ -83,21 +84,6 @@ class JobEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     ts: float | None = None
     id: str | None = None
-
-
-class LineError(BaseModel):
-    line: int
-    error: str
-
-
-class BatchSubmitted(BaseModel):
-    batch_id: str
-    name: str
-    total: int  # lines received (blank and comment lines excluded)
-    jobs: int  # lines that became (or already were) jobs
-    invalid: list[LineError] = Field(default_factory=list)
-    status_url: str
-    results_url: str
 
 
 class Health(BaseModel):
