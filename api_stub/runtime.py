@@ -8,9 +8,9 @@ import redis.asyncio as aioredis
 from fastapi import Request
 
 from agent.context import Context
-from agent.models.api import Readiness
 from agent.settings import Settings, get_settings
 from agent.submission import Dispatcher
+from finagent.models import Readiness
 
 
 class Runtime:
