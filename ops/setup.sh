@@ -32,6 +32,8 @@ if [ ! -f "$stamp" ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential >/dev/null
     fi
   fi
+  # the client distribution first: the server depends on finagent-client, which lives in this repository
+  .venv/bin/python -m pip install -q -e ./clients/python
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q -e ".[${extras}]"
   touch "$stamp"
 fi
