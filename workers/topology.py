@@ -40,7 +40,7 @@ class TaskSpec(BaseModel, frozen=True):
     limits: LimitKind  # what it waits on, which sets its time limits
 
 
-# the service contract (README "Celery contract"): stable, versioned names; a v2 would sit beside them
+# the service contract (docs/services.md, "The Celery contract"): stable, versioned names; a v2 would sit beside them
 SUBMIT_RESEARCH = TaskSpec(name="finagent.v1.submit_research", queue=Queue.public, limits=LimitKind.public)
 GET_JOB = TaskSpec(name="finagent.v1.get_job", queue=Queue.public, limits=LimitKind.public)
 JOB_EVENTS = TaskSpec(name="finagent.v1.job_events", queue=Queue.public, limits=LimitKind.public)

@@ -1,4 +1,4 @@
-"""Prometheus metrics (prometheus-client), every name prefixed `finagent_`; docs/metrics.md lists them all.
+"""Prometheus metrics (prometheus-client), every name prefixed `finagent_`; docs/operators.md (Metrics) lists them all.
 
 Two kinds:
 - Recorded where things happen, in whichever process does them (API, every Celery worker): job ends, task
