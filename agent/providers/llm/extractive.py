@@ -53,7 +53,7 @@ def _words(text: str) -> set[str]:
 def _rules_version() -> str:
     """A digest of the rule modules' source: the provider's outputs are a function of its inputs and these rules."""
     here = Path(__file__).parent
-    rules = sorted([*here.glob("extractive*.py"), here / "lexicon.py", *(here.parent.parent / "tenk").glob("*.py")])
+    rules = sorted([*here.glob("extractive*.py"), *(here.parent.parent / "tenk").glob("*.py")])
     return hashlib.sha256(b"".join(p.read_bytes() for p in rules)).hexdigest()[:12]
 
 
