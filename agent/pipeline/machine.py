@@ -48,7 +48,6 @@ between. The step after it (`after_extract`) runs the three rows' logic in order
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from agent.models.job import IterationRecord, JobResult, JobState, StepEvent, TimedStage
 from agent.models.research import Evaluation, SearchPlan
@@ -80,12 +79,14 @@ from agent.pipeline.news_stage import collect_news
 from agent.pipeline.result import build_result, rejected_result
 from agent.pipeline.scopes import evaluation_scopes
 from agent.pipeline.search_plan import plan_search, search_specs
+from agent.pipeline.stage_context import RoundEnd
 from agent.pipeline.working_memory import context_use, working_memory
 from agent.settings import Settings
 
 
 class Step:
-    """One coordinator step. Works on a copy of the state; `run()` returns it in the outcome."""
+    """One coordinator step. Works on a copy of the state; `run()` returns it in the outcome. The stage modules
+    (tenk_stages, news_stage) are handed it as their `StageContext`."""
 
     def __init__(self, state: JobState, inp: StepInput, settings: Settings):
         self.state = state.model_copy(deep=True)
@@ -95,15 +96,15 @@ class Step:
     def emit(self, type: str, message: str = "", **data) -> None:
         self.events.append(StepEvent(type=type, message=message, data=data))
 
-    def _stage_time(self, stage: TimedStage, at: float | None = None) -> None:
+    def stage_time(self, stage: TimedStage, at: float | None = None) -> None:
         self.state.timing.add(stage, self.now if at is None else at)
 
-    def _dispatch(self, stage: Stage, calls: list[TaskCall]) -> StepOutcome:
+    def dispatch(self, stage: Stage, calls: list[TaskCall]) -> StepOutcome:
         self.state.timing.stage_started = self.now
         return StepOutcome(state=self.state, step=JobStep(iteration=self.state.iteration, stage=stage), calls=calls,
                            events=self.events)
 
-    def _read(self, stage: Stage, round: int | None = None, charged: list[str] | None = None) -> dict[StepKey, StepOutput]:
+    def read(self, stage: Stage, round: int | None = None, charged: list[str] | None = None) -> dict[StepKey, StepOutput]:
         """The outputs of `stage` in this iteration; their token usage joins the job's, except the outputs of the
         `charged` parts (scopes), whose usage joined it when they were first read."""
         outputs = self.inp.outputs.of(self.state.iteration, stage, round)
@@ -140,10 +141,10 @@ class Step:
     def cancel(self) -> StepOutcome:
         """A caller cancelled the job: it ends now, keeping whatever answer it has so far."""
         if self.inp.done.stage == Stage.extract:  # the answer round's calls that ran before the cancel are paid for
-            self._read(Stage.extract, charged=self.state.extracted_early)
-            self._read(Stage.evaluate)
+            self.read(Stage.extract, charged=self.state.extracted_early)
+            self.read(Stage.evaluate)
         if self.inp.done.stage in (Stage.extract, Stage.compose):  # an answer composed just before the cancel is kept too
-            out = next(iter(self._read(Stage.compose).values()), None)
+            out = next(iter(self.read(Stage.compose).values()), None)
             if isinstance(out, ComposeOutput):
                 self.state.answer = out.answer
         self.state.termination_reason = "cancelled by request" + (
@@ -155,11 +156,11 @@ class Step:
     def after_start(self) -> StepOutcome:
         self.state.started_at = self.now
         self.emit("job_status", "running", status="running")
-        return self._dispatch(Stage.plan, [PlanCall()])
+        return self.dispatch(Stage.plan, [PlanCall()])
 
     def after_plan(self) -> StepOutcome:
-        self._stage_time("reasoning")
-        out = next(iter(self._read(Stage.plan).values()), None) or FailedOutput(error="the planner produced no output")
+        self.stage_time("reasoning")
+        out = next(iter(self.read(Stage.plan).values()), None) or FailedOutput(error="the planner produced no output")
         if not isinstance(out, PlanOutput):
             assert isinstance(out, FailedOutput)
             reason = f"The planner failed ({out.error_class or 'unknown'} error): {out.error}"
@@ -218,12 +219,12 @@ class Step:
                       keywords=keywords, news_query=news_query)
         if tenk_stages.has_targets(self):
             return tenk_stages.start_tenk(self, missing_info or [])
-        searches = self._search_calls()
+        searches = self.search_calls()
         if not searches:  # nothing left to search: answer from the evidence so far
             return self.after_search()
-        return self._dispatch(Stage.search, searches)
+        return self.dispatch(Stage.search, searches)
 
-    def _search_calls(self) -> list[TaskCall]:
+    def search_calls(self) -> list[TaskCall]:
         st = self.state
         assert st.search_plan is not None
         calls: list[TaskCall] = [SearchCall(n=n, spec=spec)
@@ -248,7 +249,7 @@ class Step:
         return self._answer_round([ExtractCall(scope=s) for s in self.inp.evidence.scopes])
 
     def after_search(self) -> StepOutcome:
-        self._stage_time("retrieval")
+        self.stage_time("retrieval")
         collect_news(self)
         ev = self.inp.evidence
         added, total = ev.added(self.state.iteration), ev.total
@@ -276,9 +277,9 @@ class Step:
         a composed answer and with time left (agent.work.calls.do_evaluate); otherwise it stores why it did not, and
         this step ends the job as it would have between compose and evaluation."""
         scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
-        return self._dispatch(Stage.extract, [*extracts, ComposeCall(), *(EvaluateCall(scope=s) for s in scopes)])
+        return self.dispatch(Stage.extract, [*extracts, ComposeCall(), *(EvaluateCall(scope=s) for s in scopes)])
 
-    def search_round_ends(self) -> Literal["no_evidence", "out_of_time", "nothing_new"] | None:
+    def search_round_ends(self) -> RoundEnd | None:
         """Why the iteration's searches lead to no extraction, from what they found so far; None: they lead to it."""
         st, ev = self.state, self.inp.evidence
         if ev.total == 0:
@@ -304,19 +305,19 @@ class Step:
         st = self.state
         composed = any(isinstance(c, ComposeCall) for c in st.inflight)
         if not composed:
-            self._stage_time("generation")
+            self.stage_time("generation")
         # the scopes extracted beside the 10-K answers were paid for when that chord came in
-        outs = [o for o in self._read(Stage.extract, charged=st.extracted_early).values() if isinstance(o, ExtractOutput)]
+        outs = [o for o in self.read(Stage.extract, charged=st.extracted_early).values() if isinstance(o, ExtractOutput)]
         st.context, st.working_memory = context_use(outs), working_memory(outs)
         if composed:
             return self.after_compose()
-        return self._dispatch(Stage.compose, [ComposeCall()])
+        return self.dispatch(Stage.compose, [ComposeCall()])
 
     def after_compose(self) -> StepOutcome:
-        out = next(iter(self._read(Stage.compose).values()), None) or FailedOutput(error="the composer produced no output")
+        out = next(iter(self.read(Stage.compose).values()), None) or FailedOutput(error="the composer produced no output")
         evaluated = any(isinstance(c, EvaluateCall) for c in self.state.inflight)  # in the same round (_answer_round)
         composed_at = out.finished_at if evaluated and isinstance(out, ComposeOutput) else None
-        self._stage_time("generation", composed_at)
+        self.stage_time("generation", composed_at)
         if not isinstance(out, ComposeOutput):
             assert isinstance(out, FailedOutput)
             reason = f"answer generation failed ({out.error_class} error): {out.error}"
@@ -334,7 +335,7 @@ class Step:
             self.state.timing.stage_started = composed_at  # the evaluations' time starts where the compose ended
             return self.after_evaluate()
         scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
-        return self._dispatch(Stage.evaluate, [EvaluateCall(scope=s) for s in scopes])
+        return self.dispatch(Stage.evaluate, [EvaluateCall(scope=s) for s in scopes])
 
     def _out_of_time_after_compose(self, evaluated: bool) -> bool:
         """Whether the job's time had run out when its answer was composed: with the evaluations in the same round,
@@ -345,10 +346,10 @@ class Step:
         return bool(outs) and all(isinstance(o, FailedOutput) and o.error_class == OUT_OF_TIME for o in outs)
 
     def after_evaluate(self) -> StepOutcome:
-        self._stage_time("evaluation")
+        self.stage_time("evaluation")
         st = self.state
         assert st.limits is not None
-        outs = self._read(Stage.evaluate)
+        outs = self.read(Stage.evaluate)
         for key, o in outs.items():
             if isinstance(o, FailedOutput) and o.error_class not in NOT_EVALUATED:
                 self.emit("error", f"evaluation {key} failed: {o.error}", step="evaluate", error_class=o.error_class)

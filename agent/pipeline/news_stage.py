@@ -1,16 +1,12 @@
 """The news part of a coordinator step: report what the news call of this iteration found."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent.models.steps import FailedOutput, NewsOutput, Stage
-
-if TYPE_CHECKING:
-    from agent.pipeline.machine import Step
+from agent.pipeline.stage_context import StageContext
 
 
-def collect_news(step: Step) -> None:
-    out = next(iter(step._read(Stage.news).values()), None)
+def collect_news(step: StageContext) -> None:
+    out = next(iter(step.read(Stage.news).values()), None)
     if out is None:
         return
     if isinstance(out, FailedOutput):  # the task itself failed for good

@@ -3,8 +3,6 @@ at most `tenk_parallelism` tasks, answer and evaluate per company, and replan fr
 information until quality reaches `tenk_quality_threshold` or `tenk_max_iterations` rounds have run."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent.models.job import TenKProgress
 from agent.models.steps import (
     Assignment,
@@ -22,22 +20,20 @@ from agent.models.steps import (
 from agent.models.tenk import TenKPlan
 from agent.pipeline.budget import out_of_time
 from agent.pipeline.inputs import StepOutcome
-
-if TYPE_CHECKING:
-    from agent.pipeline.machine import Step
+from agent.pipeline.stage_context import StageContext
 
 
-def has_targets(step: Step) -> bool:
+def has_targets(step: StageContext) -> bool:
     sp = step.state.search_plan
     return sp is not None and bool(sp.tenk)
 
 
-def _targets(step: Step) -> list[tuple[str, int]]:
+def _targets(step: StageContext) -> list[tuple[str, int]]:
     assert step.state.search_plan is not None
     return [(tp.ticker, int(tp.periods[0].removeprefix("FY"))) for tp in step.state.search_plan.tenk if tp.periods]
 
 
-def start_tenk(step: Step, missing_info: list[str]) -> StepOutcome:
+def start_tenk(step: StageContext, missing_info: list[str]) -> StepOutcome:
     """The 10-K agent's first round of this iteration. Its retrievals are dispatched in one chord with the
     iteration's transcript and news searches, so they run concurrently. In a follow-up iteration it replans
     from what the evaluation found missing, and sub-questions already searched are not searched again."""
@@ -48,41 +44,41 @@ def start_tenk(step: Step, missing_info: list[str]) -> StepOutcome:
     return _tenk_plan_calls(step)
 
 
-def _tenk_plan_calls(step: Step) -> StepOutcome:
+def _tenk_plan_calls(step: StageContext) -> StepOutcome:
     tk = step.state.tenk
     calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []),
                                           previous=tk.last_plan.get(t) if tk.round == 1 else None)
                              for t, fy in _targets(step) if t in tk.open]
-    return step._dispatch(Stage.tenk_plan, calls)
+    return step.dispatch(Stage.tenk_plan, calls)
 
 
-def _with_searches(step: Step, calls: list[TaskCall]) -> list[TaskCall]:
+def _with_searches(step: StageContext, calls: list[TaskCall]) -> list[TaskCall]:
     """The iteration's transcript and news searches join the first chord of 10-K retrievals."""
     tk = step.state.tenk
     if tk.searched:
         return calls
     tk.searched = True
-    return calls + step._search_calls()
+    return calls + step.search_calls()
 
 
-def _done(step: Step) -> StepOutcome:
+def _done(step: StageContext) -> StepOutcome:
     """The 10-K rounds are over: on to the answer, with the iteration's searches (run beside the 10-K
     retrievals, or now if there were none)."""
     tk = step.state.tenk
     tk.done = True
     if not tk.searched:
         tk.searched = True
-        searches = step._search_calls()
+        searches = step.search_calls()
         if searches:
-            return step._dispatch(Stage.search, searches)
+            return step.dispatch(Stage.search, searches)
     return step.after_search()
 
 
-def after_tenk_plan(step: Step) -> StepOutcome:
-    step._stage_time("tenk")
+def after_tenk_plan(step: StageContext) -> StepOutcome:
+    step.stage_time("tenk")
     tk = step.state.tenk
     plans: dict[str, TenKPlan] = {}
-    for key, out in step._read(Stage.tenk_plan, tk.round).items():
+    for key, out in step.read(Stage.tenk_plan, tk.round).items():
         if isinstance(out, TenKPlanOutput):
             plans[key.part] = out.plan
             tk.last_plan[key.part] = str(key)
@@ -110,29 +106,29 @@ def after_tenk_plan(step: Step) -> StepOutcome:
                              for i, a in enumerate(assignments) if a]
     if not calls:
         return after_tenk_retrieve(step)
-    return step._dispatch(Stage.tenk_retrieve, _with_searches(step, calls))
+    return step.dispatch(Stage.tenk_retrieve, _with_searches(step, calls))
 
 
-def after_tenk_retrieve(step: Step) -> StepOutcome:
-    step._stage_time("tenk")
+def after_tenk_retrieve(step: StageContext) -> StepOutcome:
+    step.stage_time("tenk")
     tk = step.state.tenk
-    added = sum(o.added for o in step._read(Stage.tenk_retrieve, tk.round).values()
+    added = sum(o.added for o in step.read(Stage.tenk_retrieve, tk.round).values()
                 if isinstance(o, TenKRetrieveOutput))
     step.emit("tenk_search", f"10-K round {tk.round}: {added} new passages and tables", phase="retrieval",
               round=tk.round, chunks_added=added)
     # each company's evaluation is chained to its own answer (models.steps.call_chains): it reads only that answer
     calls: list[TaskCall] = [c for t in tk.open for c in (TenKAnswerCall(round=tk.round, ticker=t),
                                                           TenKEvaluateCall(round=tk.round, ticker=t))]
-    return step._dispatch(Stage.tenk_answer, calls + _early_extracts(step))
+    return step.dispatch(Stage.tenk_answer, calls + _early_extracts(step))
 
 
-def _early_extracts(step: Step) -> list[TaskCall]:
+def _early_extracts(step: StageContext) -> list[TaskCall]:
     """The transcript and news scopes' extraction, run beside the 10-K answers instead of after the 10-K rounds.
 
     Once this iteration's searches are in, those scopes' evidence is complete: later 10-K rounds add only 10-K
     passages, and a transcript or news passage's marker is counted among its own kind, so an extraction now reads
     what it would read after the 10-K rounds. Only when what the searches found so far already leads to extraction
-    (`Step.search_round_ends`); the 10-K scopes wait for the agent's last answer."""
+    (`search_round_ends`); the 10-K scopes wait for the agent's last answer."""
     st = step.state
     if not st.tenk.searched or st.extracted_early or step.search_round_ends() is not None:
         return []
@@ -141,28 +137,28 @@ def _early_extracts(step: Step) -> list[TaskCall]:
     return [ExtractCall(scope=s) for s in scopes]
 
 
-def after_tenk_answer(step: Step) -> StepOutcome:
+def after_tenk_answer(step: StageContext) -> StepOutcome:
     """The round's answers and, chained each to its company's answer, their evaluations are in (a job that was waiting
     on its answers alone when it was saved, before the chains, evaluates them now)."""
-    step._stage_time("tenk")
+    step.stage_time("tenk")
     tk = step.state.tenk
-    step._read(Stage.tenk_answer, tk.round)
+    step.read(Stage.tenk_answer, tk.round)
     st = step.state
     if any(isinstance(c, ExtractCall) for c in st.inflight):
         # the extractions that rode in this chord are paid for now, whether or not the answer step comes to read
         # them (the time may run out, or the job be cancelled, during the 10-K rounds)
-        step._read(Stage.extract)
+        step.read(Stage.extract)
     evaluated = {key.part for key in step.inp.outputs.of(st.iteration, Stage.tenk_evaluate, tk.round)}
     waiting: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open if t not in evaluated]
     if waiting:
-        return step._dispatch(Stage.tenk_evaluate, waiting)
+        return step.dispatch(Stage.tenk_evaluate, waiting)
     return after_tenk_evaluate(step)
 
 
-def after_tenk_evaluate(step: Step) -> StepOutcome:
-    step._stage_time("tenk")
+def after_tenk_evaluate(step: StageContext) -> StepOutcome:
+    step.stage_time("tenk")
     tk, s = step.state.tenk, step.settings
-    for key, out in step._read(Stage.tenk_evaluate, tk.round).items():
+    for key, out in step.read(Stage.tenk_evaluate, tk.round).items():
         if isinstance(out, TenKEvaluateOutput):
             tk.quality[key.part], tk.missing[key.part] = out.evaluation.quality, out.evaluation.missing_info
     tk.open = [t for t in tk.open if tk.quality.get(t, 0) < s.tenk_quality_threshold]
