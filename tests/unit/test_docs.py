@@ -213,3 +213,14 @@ def test_quality_md_keeps_the_sections_the_eval_commands_write():
     quality = _text(DOCS / "quality.md").splitlines()
     missing = sorted(h for h in headings if h not in quality)
     assert not missing, f"docs/quality.md lost the sections its eval commands replace: {missing}"
+
+
+def test_the_extras_operators_md_names_exist():
+    import tomllib
+
+    extras = set(tomllib.loads(_text(ROOT / "pyproject.toml"))["project"]["optional-dependencies"])
+    page = _text(DOCS / "operators.md")
+    named = set(re.findall(r"^\| `([a-z][a-z-]*)` \|", page[page.index("## Installing"):page.index("## Where the servers are")], re.MULTILINE))
+    assert len(named) >= 4
+    assert not named - extras, f"docs/operators.md names extras pyproject.toml lacks: {sorted(named - extras)}"
+    assert {"local", "embedded"} <= named
