@@ -19,7 +19,9 @@ ALL_PAGES = [README, *sorted(DOCS.glob("*.md"))]
 TOP_DIRS = ("agent", "tasks", "workers", "api_stub", "ops", "tests", "bench", "clients", "docs")
 PATH_RE = re.compile(rf"(?<![\w./<>-])(?:\./)?((?:{'|'.join(TOP_DIRS)})/[\w./*-]*[\w*/])")
 LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
-# settings that are not an operator's to set: test and benchmark hooks, and values the launcher sets per process
+# settings that are not an operator's to set: test and benchmark hooks (llm_script_path, llm_latency_s, fanout), the
+# CPU the local launcher gives each process (worker_cpu), a deprecated alias named in LLM_JSON_MODE's row
+# (llm_json_schema), and default_mode, which no code reads
 INTERNAL_SETTINGS = {"llm_script_path", "llm_latency_s", "fanout", "worker_cpu", "llm_json_schema", "default_mode"}
 
 
