@@ -7,6 +7,8 @@ from functools import lru_cache
 from importlib import resources
 
 from agent.models.corpus import Company
+from agent.retrieval.exchange_symbols import exchange_symbols
+from agent.retrieval.name_rules import base_name, derived_aliases, normalised_name
 
 
 @lru_cache
@@ -32,38 +34,6 @@ def ensure_company(conn, ticker: str, name: str | None = None) -> None:
     )
 
 
-_SUFFIX = re.compile(r"(?:,?\s+(?:inc|incorporated|corp|corporation|co|company|companies|plc|ltd|limited|holdings|group|llc|lp))+\.?$",
-                     re.IGNORECASE)
-
-
-def _base_name(name: str) -> str:
-    """The name without its legal form: 'Acme Widgets, Inc.' -> 'Acme Widgets'."""
-    return _SUFFIX.sub("", " ".join(name.split())).strip(" ,.")
-
-
-def derived_aliases(name: str) -> list[str]:
-    """Ways a question names a company, derived from its registered name by general rules: without the legal
-    form ('Acme Corporation' -> 'Acme'), hyphens as spaces ('Acme-Cola' -> 'Acme Cola'), a leading acronym of a
-    longer name ('ACME Resorts' -> 'ACME') and the initials of a two-name firm ('Smith & Jones' -> 'S&J', 'SnJ')."""
-    base = _base_name(name)
-    out = [base]
-    if "-" in base:
-        out.append(base.replace("-", " "))
-    words = base.split()
-    if len(words) > 1 and re.fullmatch(r"[A-Z]{2,}", words[0]):
-        out.append(words[0])
-    pair = re.fullmatch(r"([A-Za-z])\w*\s*&\s*([A-Za-z])\w*", base)
-    if pair:
-        out += [f"{pair[1]}&{pair[2]}".upper(), f"{pair[1].upper()}n{pair[2].upper()}"]
-    return [a for a in dict.fromkeys(out) if a and a != name]
-
-
-def normalised_name(name: str) -> str:
-    """A company name without legal form, case or punctuation: 'Acme-Cola Co.' -> 'acme cola'."""
-    return re.sub(r"[^a-z0-9]+", " ", _base_name(name).lower().replace("&", " and ")).strip()
-
-
-
 def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> Company | None:
     """The registered company that `name` is (its name or an alias, legal form and punctuation aside)."""
     want = normalised_name(name)
@@ -76,8 +46,6 @@ def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> 
 def register_company(conn, name: str) -> str:
     """The ticker of the company called `name`: a registered one it matches, or a new entry keyed by its name
     (upper case, letters and digits) with derived aliases, for corpora that name companies but give no ticker."""
-    from agent.retrieval.exchange_symbols import exchange_symbols  # it normalises names with this module's rules
-
     companies = load_companies(conn)
     found = match_company(name, companies)
     held = {s for c in companies for s in [c.ticker, *c.aliases]}  # a symbol another company holds stays theirs
@@ -86,7 +54,7 @@ def register_company(conn, name: str) -> str:
         if symbols:  # registered before symbols were looked up
             conn.execute("UPDATE companies SET aliases = aliases || %s WHERE ticker = %s", (symbols, found.ticker))
         return found.ticker
-    key = re.sub(r"[^A-Z0-9]", "", _base_name(name).upper()) or "COMPANY"
+    key = re.sub(r"[^A-Z0-9]", "", base_name(name).upper()) or "COMPANY"
     taken = {c.ticker for c in companies}
     ticker, n = key, 2
     while ticker in taken:

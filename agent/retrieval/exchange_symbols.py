@@ -11,7 +11,7 @@ import logging
 import re
 from collections import defaultdict
 
-from agent.retrieval.companies import normalised_name
+from agent.retrieval.name_rules import normalised_name
 
 log = logging.getLogger(__name__)
 

@@ -61,7 +61,8 @@ def test_the_figure_pattern(sample, expected):
 
 RULE_FILES = ["agent/providers/llm/extractive_rules.py", "agent/providers/llm/extractive.py", "agent/providers/llm/extractive_tenk.py",
               "agent/tenk/lexicon.py", "agent/tenk/rules.py", "agent/tenk/tables.py", "agent/tenk/calculations.py",
-              "agent/retrieval/periods.py", "agent/retrieval/companies.py"]
+              "agent/retrieval/periods.py", "agent/retrieval/companies.py",
+              "agent/retrieval/name_rules.py"]
 
 
 def corpus_companies() -> set[str]:
