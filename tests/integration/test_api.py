@@ -3,22 +3,18 @@ driven through `finagent.client` the way another service would use it."""
 from __future__ import annotations
 
 import datetime as dt
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import SecretStr
 
-from api_stub.asgi import create_app
-from api_stub.runtime import Runtime
 from finagent import Conflict, FinagentClient, NotFound, NotReady, Unauthorized
+from tests.integration.served_api import ServedApp, quick_runtime
 
 pytestmark = pytest.mark.integration
 
@@ -26,43 +22,15 @@ QUESTION = "What was NVDA's revenue last quarter?"
 KEY = "integration-key"
 
 
-class ServedApp:
-    """uvicorn in a thread on a socket we bound (port 0: the OS picks a free one)."""
-
-    def __init__(self, rt: Runtime):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(rt), log_level="warning", timeout_graceful_shutdown=2))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> ServedApp:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
-        self.sock.close()
-
-
-def _runtime(settings, **overrides) -> Runtime:
-    return Runtime(settings=settings.model_copy(update=overrides), ready_cache_s=0.5, inspect_timeout_s=1.0, sse_ping_s=1.0)
-
-
 @pytest.fixture(scope="module")
 def api_url(ctx) -> Iterator[str]:
-    with ServedApp(_runtime(ctx.settings, api_keys=[])) as served:
+    with ServedApp(quick_runtime(ctx.settings, api_keys=[])) as served:
         yield served.url
 
 
 @pytest.fixture(scope="module")
 def keyed_url(ctx) -> Iterator[str]:
-    with ServedApp(_runtime(ctx.settings, api_keys=[SecretStr("other-key"), SecretStr(KEY)])) as served:
+    with ServedApp(quick_runtime(ctx.settings, api_keys=[SecretStr("other-key"), SecretStr(KEY)])) as served:
         yield served.url
 
 
