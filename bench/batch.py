@@ -42,7 +42,6 @@ within 1.5x of idle; worker RSS flat (second-half slope under 5% of the process'
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -444,8 +443,8 @@ def summary(runs: list[ConfigRun], jobs: int) -> dict[str, Any]:
             "max_rss_slope_pct": max(slopes) if slopes else None}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = common.parser(__doc__, strict=True)
     parser.add_argument("--jobs", type=int, help="questions in the extractive batch (default 1000; --quick 20)")
     parser.add_argument("--latency-jobs", type=int, help="questions in the latency batch (default 200; --quick 10)")
     parser.add_argument("--latency", type=float, default=1.0, help="injected seconds per LLM call in the latency batch")
@@ -469,8 +468,7 @@ def main() -> int:
     parser.add_argument("--mode", default="standard", help="answer mode of the batch questions")
     parser.add_argument("--rss-every", type=int, help="sample RSS every N finished jobs (default jobs / 40)")
     parser.add_argument("--quick", action="store_true", help="smoke sizes: 20 + 10 jobs, one configuration")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
-    args: Any = common.parse_stack_bench_args(parser)
+    args: Any = common.parse_stack_bench_args(parser, argv)
     quick = args.quick
     args.jobs = args.jobs or (20 if quick else 1000)
     args.latency_jobs = args.latency_jobs or (10 if quick else 200)
@@ -513,7 +511,7 @@ def main() -> int:
               "seconds": round(time.time() - t0, 1), "machine": common.machine(),
               "load_avg_1m": {"start": load0, "end": round(os.getloadavg()[0], 2)}, "date": common.today()}
     result["targets"] = common.check_targets(result, TARGETS)
-    return common.finish("batch.py", None, args, args.section, result, markdown, tables)
+    return common.finish("batch.py", argv, args, args.section, result, markdown, tables)
 
 
 def _rows(result: dict) -> tuple[list[tuple], list[tuple]]:
@@ -550,48 +548,32 @@ def tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
 def markdown(o: dict, command: str) -> str:
     throughput, side = _rows(o)
     m = o["machine"]
-    checks = "\n".join(f"- {c['metric']} {c['op']} {c['target']}: **{c['status']}** ({c['value']})" for c in o["targets"])
+    checks = "; ".join(f"{c['metric']} {c['op']} {c['target']}: **{c['status']}** ({c['value']})" for c in o["targets"])
     title = "Batch throughput" + (f" ({o['llm_slots']} LLM slots per batch process)" if o.get("llm_slots") else "")
-    return f"""## {title} ({o['date']})
+    return f"""## {title}
 
-```
-{command}
-```
+Measured {o['date']} on {m['cpu_count']} CPUs (load average {o['load_avg_1m']['start']} at the start,
+{o['load_avg_1m']['end']} at the end), {o['seconds']} s: `{command}`
 
-{m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; 1-minute load average {o['load_avg_1m']['start']} at the
-start, {o['load_avg_1m']['end']} at the end; {o['seconds']} s in all. Sample corpus, hash embedder, extractive provider,
-the LLM response cache off. Each configuration runs the batch queue on its own worker processes (`procs x threads`,
-threads pool) beside the topology's coordinator, search and llm workers, with `batch_concurrency` = slots
-({o.get('jobs_per_llm_slot', 2)} per LLM slot unless given; LLM slots per process = threads /
-{o.get('threads_per_llm_slot', 1)}{f" or {o['llm_slots']}" if o.get('llm_slots') else ""}). Batches are JSONL files submitted through
-`agent.batches` ({o['mode']} mode): an extractive batch of {o['jobs']} questions with no injected latency (once per
-process count, "–" where it ran with another thread count), then a batch of {o['latency_jobs']} with {o['latency_s']} s
-injected per LLM call.
-
-Bounds, from figures measured in the same run: LLM bound = min(60 K / (C L), 60 J / (S L)[, R x share / C]) jobs/min,
-with L the injected latency, C and S the LLM calls and sequential LLM steps per job (tool ledger), K = procs x threads
-(a call holds a batch-queue thread for L), or procs x LLM slots where LLM_MAX_IN_FLIGHT holds a process's calls in
-flight below its threads, J = slots (a job holds one for at least S L), R the shared LLM rate limit
-when it is on. CPU bound = 60 x cores / CPU seconds per job (this process, the workers, Postgres and Redis). The
-extractive batch has no latency, so only the CPU bound applies to it. LLM call = the mean ledger duration of a call
-(the injected latency plus the provider's own work); batch-thread use = the ledger time of the batch's calls (LLM and
-search) over K x wall: the rest went to coordinator steps, queue hops and idle threads. Steady = jobs per minute
-between the 10th and 90th percentile finish times (without the batch's ramp and tail); the target is on the whole
-batch.
+Sample corpus, hash embedder, extractive provider, LLM cache off. Each configuration runs the batch queue on its own
+worker processes (`procs x threads`) beside the topology's other workers, {o.get('jobs_per_llm_slot', 2)} batch jobs at
+once per LLM slot, threads / {o.get('threads_per_llm_slot', 1)} LLM slots per process. An extractive batch of
+{o['jobs']} {o['mode']}-mode questions with no injected latency ("–": it ran with another thread count), then
+{o['latency_jobs']} with {o['latency_s']} s injected per LLM call. LLM bound = min(60 K / (C L), 60 J / (S L)) jobs/min
+(L the latency, C and S the LLM calls and sequential steps per job, K = procs x LLM slots, J = job slots); CPU bound =
+60 x cores / CPU seconds per job; steady = between the 10th and 90th percentile finish times.
 
 {common.markdown_table(throughput, THROUGHPUT_HEADER)}
 
-Interactive: {o['interactive_jobs']} direct-mode jobs, one every {o['gap_s']} s, on the idle latency workers, then the
-same jobs while the latency batch runs; seconds from creation to the end. RSS: every worker process, sampled as the
-extractive batch's jobs finish; the slope is fitted over the second half of the run (its target is skipped below
-{MIN_RSS_JOBS} jobs, where a slope per 1,000 jobs is noise).
+Interactive: {o['interactive_jobs']} direct-mode jobs, one every {o['gap_s']} s, idle and then under the latency batch
+(seconds from creation to end). RSS: every worker process over the extractive batch, the slope fitted over its second
+half (no target below {MIN_RSS_JOBS} jobs).
 
 {common.markdown_table(side, SIDE_HEADER)}
 
 ![RSS of every worker process over the extractive batch]({Path(o.get('rss_plot', PLOT.name)).name})
 
-Targets:
-{checks}
+Targets: {checks}.
 """
 
 

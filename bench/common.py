@@ -1,7 +1,10 @@
-"""Helpers shared by the benchmarks: fresh environment, percentiles, machine facts, docs sections,
-a fast HashEmbedder twin and bulk loading of synthetic transcript chunks."""
+"""The benches' harness: their shared options (`parser`, `parse_stack_bench_args`), timing, the one result printed
+as JSON (`--json`) or as tables, the docs/benchmarks.md section each bench rewrites (`write_section`, `finish`), the
+embedded stacks they run on, a fast HashEmbedder twin and bulk loading of synthetic transcript chunks. Side-by-side
+runs of two commits are bench/compare.py, on any bench's `--json`."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import hashlib
@@ -39,15 +42,37 @@ def fresh_env(data_dir: str | None, **env: str) -> Path:
     return path
 
 
-def parse_stack_bench_args(parser) -> object:
-    """The options every sample-stack benchmark shares (--json, --no-write, --data-dir), parsed; then the
-    environment those benchmarks run in: the hash embedder and the extractive provider under a fresh data dir."""
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--data-dir")
-    args = parser.parse_args()
+def parser(doc: str | None, *, strict: bool = False) -> argparse.ArgumentParser:
+    """A bench's argument parser with the options every bench has: --json (one JSON object on stdout), --no-write
+    (leave docs/benchmarks.md alone), --data-dir (the embedded services' data dir), and --strict where it sets
+    targets (exit 1 when one fails)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
+    p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
+    if strict:
+        p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
+    else:
+        p.set_defaults(strict=False)
+    return p
+
+
+def parse_stack_bench_args(p: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments of a bench on the sample stack, parsed; then the environment those benches run in: the hash
+    embedder and the extractive provider under a fresh data dir."""
+    args = p.parse_args(argv)
     fresh_env(args.data_dir, embedding_provider="hash", llm_provider="extractive")
     return args
+
+
+class Clock:
+    """Seconds since the bench started, rounded as the docs give them."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def seconds(self) -> float:
+        return round(time.perf_counter() - self.started, 1)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -322,6 +347,11 @@ def check_targets(result: dict, targets: list[tuple[str, str, float]]) -> list[d
     return out
 
 
+def targets_line(checks: list[dict]) -> str:
+    """The targets of `check_targets` on one line, for a docs section."""
+    return "; ".join(f"**{c['status']}** `{c['metric']}` = {c['value']} ({c['op']} {c['target']})" for c in checks)
+
+
 def process_tree(roots: Iterable[int]) -> list[int]:
     """The pids of each root and all its children (a root that has ended is skipped)."""
     import psutil
@@ -460,15 +490,29 @@ def portable_args(argv: list[str]) -> list[str]:
     return out
 
 
-def finish(script: str, argv: list[str] | None, args, section: str, result: dict, markdown, tables) -> int:
-    """A bench's last steps: its docs/benchmarks.md section (unless --no-write), then one JSON object (--json) or rich
-    tables, and the exit code: 1 when --strict and a target failed."""
-    command = f".venv/bin/python bench/{script} " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
+def command_line(script: str, argv: list[str] | None) -> str:
+    """The command that reproduces a run, as the docs show it."""
+    return (f".venv/bin/python bench/{script} " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))).strip()
+
+
+def failed_targets(targets: list[dict] | dict[str, bool]) -> list[str]:
+    """The targets that failed: checks of `check_targets` with status FAIL, or names whose value is False."""
+    if isinstance(targets, dict):
+        return [name for name, ok in targets.items() if ok is False]
+    return [c["metric"] for c in targets if c["status"] == "FAIL"]
+
+
+def finish(script: str, argv: list[str] | None, args, section: str, result: dict, markdown, tables=None) -> int:
+    """A bench's last steps: its docs/benchmarks.md section (unless --no-write), then one JSON object (--json), else
+    rich tables (or the JSON indented, for a bench without tables), and the exit code: 1 when --strict and a target
+    failed. `markdown(result, command)` writes the section."""
     if not args.no_write:
-        write_section(section, markdown(result, command.strip()))
+        write_section(section, markdown(result, command_line(script, argv)))
+    targets = result.get("targets", [])
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, default=str))
+    elif tables is not None:
+        print_rich(tables(result), targets if isinstance(targets, list) else [])
     else:
-        print_rich(tables(result), result["targets"])
-    failed = any(c["status"] == "FAIL" for c in result["targets"])
-    return 1 if args.strict and failed else 0
+        print(json.dumps(result, indent=2, default=str))
+    return 1 if getattr(args, "strict", False) and failed_targets(targets) else 0

@@ -5,12 +5,13 @@ Two runs of the same code on this machine differ by more than many changes are w
 in ABBA order (base, head, head, base, ...), each from its own checkout, and the table gives every run's figure
 beside the medians.
 
-    python bench/compare.py hops.py --base HEAD~1 --rounds 2 -- --repeat 10
-    python bench/compare.py pipeline.py --base main~3 --only 'hop_ms|wall_s' -- --latencies 1 --modes detailed
+    python bench/compare.py search.py --base REV --only '_ms_100k|recall' -- --data-dir DIR
+    python bench/compare.py pipeline.py --base HEAD~1 --rounds 2 -- --hops-only --repeat 10
 
 The base is a detached `git worktree` of `--base` (removed after); the head is this checkout as it is, uncommitted
 changes included, or another worktree with `--head REV`. Both run with this interpreter; each side imports its own
-code (checked before its first run). A bench that has `--no-write` is given it, so neither side rewrites the docs.
+code (checked before its first run). A bench that has `--no-write` is given it, so neither side rewrites the docs;
+with --write the table becomes the "compare" section of docs/benchmarks.md (most comparisons are working figures).
 """
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
 
 ROOT = Path(__file__).resolve().parent.parent
 # a list item that names itself (a mode, a scale) is keyed by that name rather than its position
@@ -81,6 +87,14 @@ def bench_command(bench: str, args: list[str], help_text: str) -> list[str]:
         raise ValueError(f"bench/{bench} has no --json option: its figures cannot be compared")
     extra = [flag for flag in ("--json", "--no-write") if flag in help_text and flag not in args]
     return [sys.executable, f"bench/{bench}", *args, *extra]
+
+
+def section(bench: str, bench_args: list[str], base: str, head: str, rounds: int, table: str, argv: list[str]) -> str:
+    """The "compare" section of docs/benchmarks.md: the command, the two sides and the table."""
+    return (f"## Two commits side by side\n\nMeasured {common.today()} with `{common.command_line('compare.py', argv)}`:"
+            f" bench/{bench} {' '.join(bench_args)}, {base} against {head}, {rounds} run(s) a side in ABBA order. Two"
+            " runs of the same code differ by more than many changes are worth; a figure means something only beside"
+            " the base's, measured in the same session.\n\n" + table)
 
 
 def run_order(rounds: int) -> list[int]:
@@ -205,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="a regular expression: only the figures whose dotted key it matches")
     parser.add_argument("--timeout", type=float, help="seconds allowed for one bench run")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--write", action="store_true", help="write the table as the docs' \"compare\" section")
     parser.epilog = "Everything after -- is the bench's own arguments."
     argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -222,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     rows = compare_rows(base.runs, head.runs, args.only)
+    if args.write:
+        common.write_section("compare", section(bench, args.bench_args, base.label, head.label, args.rounds,
+                                                markdown(rows, base.label, head.label), argv))
     if args.json:
         print(json.dumps({"bench": bench, "bench_args": args.bench_args, "rounds": args.rounds,
                           "order": ["base" if i == 0 else "head" for i in run_order(args.rounds)],

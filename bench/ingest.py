@@ -354,29 +354,17 @@ def scale_tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
              PASS_COLUMNS, rows), ("run", ("figure", "value"), run)]
 
 
-SCALE_NOTES = """Method: each pass is one process running the real ingest path inline, as `finagent ingest transcripts
-DIR --inline` and `finagent ingest pages DIR --inline` do (`agent.ingest.runner.ingest`,
-`ops.eval.financebench_ingest.ingest_financebench`): parse, chunk, embed through the product's `CachedEmbedder`, write each
-document in one transaction, on the bench's private embedded Postgres + pgvector and Redis. A first pass fills an
-empty table, so it drops the table's HNSW index and builds it after its last write (agent/ingest/vector_index.py):
-`index_build_s` is that build, included in `seconds`; a load smaller than its table inserts through the index.
-The documents and the embedding cache are emptied before each embedder's first passes. `seconds` is the ingest call
-(for FinanceBench it includes registering the manifest's companies: about 2 s the first time in a process, when the
-SEC ticker list is loaded for their exchange symbols); `command_s` adds the process's start-up, imports, connecting
-and, with the local model, its loading (`load_s`, done before the clock starts). `peak_rss_mb` is the pass's process peak RSS (`ru_maxrss`), and
-`children_peak_rss_mb` that of any process it waited for; the Postgres and Redis servers, shared by every pass, are
-not counted. Inline ingest parses every file before embedding any, so the peak grows with the files that need
-embedding. The re-ingest runs once, after the first embedder's passes, and reads no model: a file is unchanged when a
-stored document has its source path and the content hash it would be stored under (its bytes' SHA-256; for a pages
-file with its manifest row, ticker and chunking recipe) and the current recipe (embedder, chunk size and overlap),
-all read in one query; `again_parse_all` is the same run
-parsing and chunking every file first, as re-ingest did before."""
+SCALE_NOTES = """Method: each pass is one process running the real ingest path inline, as `finagent ingest ...
+--inline` does: parse, chunk, embed through the product's `CachedEmbedder`, write each document in one transaction. A
+first pass fills an empty table, so it drops the HNSW index and builds it after its last write (`index_build_s`,
+included in `seconds`). `command_s` adds the process's start-up and the model's loading (`load_s`); `peak_rss_mb` is
+the pass's process peak RSS, the servers not counted. The re-ingest reads no model: a file is unchanged when a stored
+document has its source path, content hash and the current recipe; `again_parse_all` parses every file first."""
 
 
 def scale_markdown(result: dict, command: str) -> str:
-    checks = "\n".join(f"- **{c['status']}** `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
-                       for c in result["targets"])
-    body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in scale_tables(result))
+    title, header, rows = scale_tables(result)[0]
+    body = f"{title}:\n\n{common.markdown_table(rows, header)}"
     have = result["financebench_docs_available"]
     fb = (f"all {have} FinanceBench documents with pages" if result["financebench_docs"] >= have
           else f"{result['financebench_docs']} of the {have} FinanceBench documents with pages (`--pages`)")
@@ -393,8 +381,8 @@ def scale_markdown(result: dict, command: str) -> str:
     return (f"## Ingestion at scale\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}), in "
             f"{result['seconds']} s, over {result['transcript_files']} transcript files and {fb} "
             f"({result['financebench_pages']} pages with text), with the {' and the '.join(result['embedders'])} "
-            f"embedder{'s' if len(result['embedders']) > 1 else ''}:\n\n```\n{command}\n```\n\n{line}\n\nTargets:\n\n"
-            f"{checks}\n\n{body}\n\n{SCALE_NOTES}")
+            f"embedder{'s' if len(result['embedders']) > 1 else ''}:\n\n```\n{command}\n```\n\n{line}\n\nTargets: "
+            f"{common.targets_line(result['targets'])}.\n\n{body}\n\n{SCALE_NOTES}")
 
 
 # --- reporting --------------------------------------------------------------------------------
@@ -413,38 +401,28 @@ def tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
             ("run", ("figure", "value"), [(k, result.get(k)) for k in RUN])]
 
 
-NOTES = """Method: `chunks_per_s` is the real ingest path, `agent.ingest.runner.ingest` inline (parse, chunk, embed
-through the product's `CachedEmbedder`, write each document in one transaction on a writer thread), over the same
-transcript files for each embedder, with the documents and the embedding cache emptied between embedders and the model
-loaded (`load_s`, including a first-time ONNX export) and warmed up on 64 page chunks before the clock starts, after
-one warm-up ingest with the hash embedder. Inline ingest embeds windows of at least 256 chunks (whole documents) per
-call. `pages_embed_chunks_per_s` embeds
-FinanceBench page chunks (tables and figures: more word pieces per character) in batches of 64, the embedder alone.
-Quality is measured on those page chunks: `cosine_*` to the torch vector of the same chunk, `overlap_at_15` = the share
-of each question's torch top 15 (cosine over the pool) that the embedder's top 15 keeps, `page_recall_at_15` = the
-share of questions with a chunk of an evidence page in the top 15. The backend is `FINAGENT_EMBEDDING_BACKEND`
-(onnx|torch) and the precision `FINAGENT_EMBEDDING_QUANTIZE` (int8|none); the bench also runs the other precision.
-Read the ratios, measured side by side in one run, against the load average in the run table: on a busy machine
-torch's two-thread matrix products lose more than ONNX Runtime's one-thread batches (speedups of 6-9x were measured at
-a load average of 10, about 3.5x on a quieter machine)."""
+NOTES = """Method: `chunks_per_s` is the real ingest path (`agent.ingest.runner.ingest` inline) over the same
+transcript files for each embedder, the documents and the embedding cache emptied between embedders, the model loaded
+(`load_s`) and warmed up before the clock starts. `pages_embed_chunks_per_s` embeds FinanceBench page chunks in
+batches of 64, the embedder alone. Quality on those page chunks: `cosine_*` to the torch vector of the same chunk,
+`overlap_at_15` = the share of each question's torch top 15 the embedder keeps, `page_recall_at_15` = the share of
+questions with a chunk of an evidence page in the top 15. Backend `FINAGENT_EMBEDDING_BACKEND` (onnx|torch),
+precision `FINAGENT_EMBEDDING_QUANTIZE` (int8|none); the bench also runs the other precision."""
 
 
 def markdown(result: dict, command: str) -> str:
-    checks = "\n".join(f"- **{c['status']}** `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
-                       for c in result["targets"])
-    body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in tables(result))
+    title, header, rows = tables(result)[0]
     part = {"all": "", "even": ", development half (even files and questions)", "odd": ", held-out half (odd files and questions)"}
-    return (f"## Ingestion speed (all-MiniLM-L6-v2{part[result['part']]})\n\nMeasured {common.today()} on {result['cpu_count']} "
-            f"CPUs ({result['platform']}), in {result['seconds']} s:\n\n```\n{command}\n```\n\nTargets:\n\n{checks}\n\n"
-            f"{body}\n\n{NOTES}")
+    return (f"## Ingestion speed (all-MiniLM-L6-v2{part[result['part']]})\n\nMeasured {common.today()} on "
+            f"{result['cpu_count']} CPUs ({result['platform']}, load average {result.get('load_avg_1m_start')}), "
+            f"{result['transcript_files']} transcript files, {result['page_chunks']} page chunks, {result['questions']} "
+            f"questions, {result['backend']} {result['quantize']}, in {result['seconds']} s:\n\n```\n{command}\n```\n\n"
+            f"Targets: {common.targets_line(result['targets'])}.\n\n{title}:\n\n{common.markdown_table(rows, header)}"
+            f"\n\n{NOTES}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
-    p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
-    p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
+    p = common.parser(__doc__, strict=True)
     p.add_argument("--files", type=int, help="transcript files to ingest per embedder (default: 8; at scale, all)")
     p.add_argument("--scale", action="store_true", help="the whole corpus through the real ingest path, and its re-ingest")
     p.add_argument("--pages", type=int, help="at scale, this many FinanceBench documents (pages files; default: all)")
@@ -476,10 +454,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args = parse_args(argv)
     say = lambda msg: print(f"[bench:ingest] {msg}", file=sys.stderr, flush=True)
-    started = time.perf_counter()
+    clock = common.Clock()
     with common.private_stack(args.data_dir, embedding_provider="local", llm_provider="extractive") as ctx:
         result = (run_scale if args.scale else run)(ctx, ctx.settings, args, say)
-    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["seconds"] = clock.seconds()
     if args.scale:
         result["targets"] = common.check_targets(result, SCALE_TARGETS)
         return common.finish("ingest.py", argv, args, "ingest-scale", result, scale_markdown, scale_tables)

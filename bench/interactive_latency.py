@@ -14,16 +14,13 @@ finish minus its creation. The figures are p50 / p95 of each, and the under-batc
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, parse_stack_bench_args, percentile, sample_stack, today, write_section
+from bench.common import Clock, finish, machine, parse_stack_bench_args, parser, percentile, sample_stack, today
 
 TOPICS = ("revenue", "gross margin", "operating expenses", "data center demand", "guidance", "buybacks", "cash flow",
           "capital expenditure", "supply constraints", "pricing")
@@ -68,13 +65,13 @@ def _summary(runs: list[dict]) -> dict:
             "statuses": sorted({r["status"] for r in runs})}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency", type=float, default=0.5, help="injected seconds per LLM call")
-    parser.add_argument("--jobs", type=int, default=12, help="interactive jobs per phase")
-    parser.add_argument("--gap", type=float, default=2.0, help="seconds between interactive submissions")
-    parser.add_argument("--batch", type=int, default=40, help="questions in the batch")
-    args: Any = parse_stack_bench_args(parser)
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__, strict=True)
+    p.add_argument("--latency", type=float, default=0.5, help="injected seconds per LLM call")
+    p.add_argument("--jobs", type=int, default=12, help="interactive jobs per phase")
+    p.add_argument("--gap", type=float, default=2.0, help="seconds between interactive submissions")
+    p.add_argument("--batch", type=int, default=40, help="questions in the batch")
+    args = parse_stack_bench_args(p, argv)
     from agent import batches
     from agent.models.job import JobRequest
     from agent.settings import get_settings
@@ -82,7 +79,7 @@ def main() -> None:
     from tasks.dispatch import CeleryDispatcher
 
     settings = get_settings()
-    t0 = time.time()
+    clock = Clock()
     with sample_stack() as (ctx, manager):
         manager.ensure(FINAGENT_LLM_LATENCY_S=str(args.latency))
         _interactive(ctx, 2, 0.0, "warm-up")
@@ -109,24 +106,18 @@ def main() -> None:
         "end_p95_ratio": round(b["end_p95_s"] / a["end_p95_s"], 2) if a["end_p95_s"] else None,
         "shared_start_p95_ratio": round(c["start_p95_s"] / a["start_p95_s"], 2) if a["start_p95_s"] else None,
         "shared_end_p95_ratio": round(c["end_p95_s"] / a["end_p95_s"], 2) if a["end_p95_s"] else None,
-        "seconds": round(time.time() - t0, 1), "machine": machine(),
+        "seconds": clock.seconds(), "machine": machine(),
         "targets": {"start p95 under batch <= 5 s": b["start_p95_s"] <= 5.0},
     }
-    if not args.no_write:
-        write_section("interactive-under-batch", _markdown(out))
-    print(json.dumps(out, indent=None if args.json else 2))
+    return finish("interactive_latency.py", argv, args, "interactive-under-batch", out, _markdown)
 
 
-def _markdown(o: dict) -> str:
+def _markdown(o: dict, command: str) -> str:
     a, b, c = o["idle"], o["under_batch"], o["without_batch_queue"]
     return f"""## Interactive jobs while a batch runs
 
 Measured {today()} on {o['machine']['cpu_count']} CPUs in {o['seconds']} s, extractive provider with {o['latency_s']} s
-injected per LLM call, local workers of `workers/topology.py`:
-
-```
-.venv/bin/python bench/interactive_latency.py --latency {o['latency_s']} --jobs {o['jobs']} --batch {o['batch']}
-```
+injected per LLM call, local workers of `workers/topology.py`: `{command}`
 
 {o['jobs']} interactive direct-mode jobs, one every {o['gap_s']} s, first with nothing else running, then while a batch of
 {o['batch']} standard-mode questions runs ({o['batch_concurrency']} at a time; {o['batch_unfinished_when_done']} of them
@@ -143,12 +134,11 @@ were still unfinished when the last interactive job ended).
 The last rows are the counterfactual, measured in the same run: the same {o['batch']} questions submitted at once as
 ordinary jobs (interactive queues, no slots), then the interactive jobs.
 
-Start = the job's first coordinator step minus its creation; end = its finish minus its creation. Interactive jobs
-start within seconds because a batch job's every task runs on the `batch` queue and its own worker pool, and batch jobs
-wait in Postgres for one of `batch_concurrency` slots instead of filling the broker. What they still share is the
-machine's two cores and the database, which is what the end-latency ratio shows.
+Start = the job's first coordinator step minus its creation; end = its finish minus its creation. A batch job's
+tasks run on the `batch` queue and its own worker pool, and batch jobs wait in Postgres for a slot instead of filling
+the broker; what they still share is the machine's cores and the database.
 """
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

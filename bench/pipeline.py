@@ -10,15 +10,16 @@ hop_ms: the orchestration overhead per step, the median gap between one stage's 
 stage's first task starting (a chord's body, the coordinator's step and the next dispatch), from the ledger.
 
 The top-level wall_s / bound_s / sequential_s are the detailed mode at 1 s (the headline question).
+With --hops-only, the question runs fanned out only, `--repeat` times (no sequential runs, nothing written): enough
+hops to compare two commits' with bench/compare.py.
 
     python bench/pipeline.py [--latencies 0.3,1,3] [--modes direct,standard,detailed,deep_search] [--repeat 3]
                              [--json] [--no-write]
+    python bench/compare.py pipeline.py --base REV --rounds 2 -- --hops-only --repeat 10
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
 import re
 import statistics
@@ -31,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fresh_env, machine, today, write_section
+from bench.common import finish, fresh_env, machine, parser, today
 
 QUESTION = "Compare AAPL and MSFT revenue and what drove it over the last 3 quarters"
 # one company's 10-K and its calls in one question: the 10-K agent's rounds and the transcript branch both run
@@ -171,27 +172,39 @@ def pipeline_stack(data_dir: str | None = None) -> Iterator[tuple[Any, Any]]:
         stop_embedded(settings)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latencies", default="0.3,1,3", help="injected seconds per LLM call, comma-separated")
-    parser.add_argument("--modes", default=",".join(MODES), help="answer modes, comma-separated")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per mode and latency; the median is reported")
-    parser.add_argument("--data-dir")
-    parser.add_argument("--no-mixed", action="store_true",
-                        help="skip the 10-K-and-transcripts question (detailed mode at the headline latency)")
-    parser.add_argument("--no-floor", action="store_true", help="skip Celery's own hop (bench/hop_floor.py) after the grid")
-    args = parser.parse_args()
+def hops_only(ctx, manager, args, latency: float, mode: str) -> dict:
+    """Fan-out runs alone: the median hop over every run, by what the hop joins, and every run's wall."""
+    run = _runs(ctx, manager, latency, True, args.repeat, mode)
+    hops = run["hops_ms"]
+    return {"latency_s": latency, "mode": mode, "repeat": args.repeat, "walls_s": run["walls_s"],
+            "hop_ms": round(statistics.median(hops), 1) if hops else None,
+            "hop_ms_p90": round(statistics.quantiles(hops, n=10)[-1], 1) if len(hops) >= 2 else None,
+            "by_transition": by_transition(run["transitions"]), "machine": machine()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__)
+    p.add_argument("--latencies", default="0.3,1,3", help="injected seconds per LLM call, comma-separated")
+    p.add_argument("--modes", default=",".join(MODES), help="answer modes, comma-separated")
+    p.add_argument("--repeat", type=int, default=3, help="runs per mode and latency; the median is reported")
+    p.add_argument("--no-mixed", action="store_true",
+                   help="skip the 10-K-and-transcripts question (detailed mode at the headline latency)")
+    p.add_argument("--hops-only", action="store_true",
+                   help="fan-out runs of the headline mode and latency only, for their hops (writes no docs)")
+    args = p.parse_args(argv)
 
     latencies = [float(x) for x in args.latencies.split(",")]
     modes = [m for m in args.modes.split(",") if m]
+    if args.hops_only:
+        with pipeline_stack(args.data_dir) as (ctx, manager):
+            out = hops_only(ctx, manager, args, HEADLINE[1], HEADLINE[0])
+        args.no_write = True
+        return finish("pipeline.py", argv, args, "pipeline", out, _markdown)
     if HEADLINE[1] not in latencies or HEADLINE[0] not in modes:
-        parser.error(f"the headline figures need mode {HEADLINE[0]} at {HEADLINE[1]} s")
+        p.error(f"the headline figures need mode {HEADLINE[0]} at {HEADLINE[1]} s")
     load_start = round(os.getloadavg()[0], 2)
     grid: dict[tuple[str, float, bool], dict] = {}
     mixed: dict[bool, dict] = {}
-    floor = None
     with pipeline_stack(args.data_dir) as (ctx, manager):
         for fanout in (True, False):  # one worker set per (latency, fan-out); every mode runs on it
             for latency in latencies:
@@ -199,11 +212,6 @@ def main() -> None:
                     grid[mode, latency, fanout] = _runs(ctx, manager, latency, fanout, args.repeat, mode)
                 if latency == HEADLINE[1] and not args.no_mixed:
                     mixed[fanout] = _runs(ctx, manager, latency, fanout, args.repeat, HEADLINE[0], MIXED_QUESTION)
-        manager.stop()
-        if not args.no_floor:  # Celery's own hop, on the same stack, with the pipeline's workers stopped
-            from bench.hop_floor import measure
-
-            floor = measure(ctx)
     rows = [_row(mode, latency, grid[mode, latency, True], grid[mode, latency, False]) for latency in latencies for mode in modes]
     head = next(r for r in rows if (r["mode"], r["latency_s"]) == HEADLINE)
     hops = [h for (_, _, fanout), run in grid.items() if fanout for h in run["hops_ms"]]
@@ -217,8 +225,6 @@ def main() -> None:
         "hop_ms": round(statistics.median(hops), 1) if hops else None,
         "hop_ms_p90": round(statistics.quantiles(hops, n=10)[-1], 1) if len(hops) >= 2 else None,
         "hop_ms_by_transition": by_transition([t for (_, _, fanout), run in grid.items() if fanout for t in run["transitions"]]),
-        "floor": floor,
-        "hop_over_floor": round(statistics.median(hops) / floor["hop_ms"], 2) if floor and hops else None,
         "grid": rows,
         "fanout": grid[HEADLINE[0], HEADLINE[1], True], "sequential": grid[HEADLINE[0], HEADLINE[1], False],
         "machine": machine(), "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
@@ -233,9 +239,7 @@ def main() -> None:
         "sequential_over_wall >= 5 (detailed, 1 s)": head["sequential_over_wall"] >= 5,
         "hop_ms <= 10": out["hop_ms"] is not None and out["hop_ms"] <= 10,
     }
-    if not args.no_write:
-        write_section("pipeline", _markdown(out))
-    print(json.dumps(out, indent=None if args.json else 2))
+    return finish("pipeline.py", argv, args, "pipeline", out, _markdown)
 
 
 def by_transition(transitions: list) -> dict[str, dict]:
@@ -256,15 +260,15 @@ def _row(mode: str, latency: float, fan: dict, seq: dict) -> dict:
             "hop_ms_median": round(statistics.median(fan["hops_ms"]), 1) if fan["hops_ms"] else None}
 
 
-def _markdown(o: dict) -> str:
+def _markdown(o: dict, command: str) -> str:
     f, s = o["fanout"], o["sequential"]
     t = o["targets"]
     grid = "\n".join(f"| {r['mode']} | {r['latency_s']} | {r['wall_s']} | {r['bound_s']} | {r['wall_over_bound']} | {r['sequential_s']} | "
                      f"{r['sequential_over_wall']}x | {r['llm_calls']} | {r['llm_steps']} | {r['iterations']} | {r['hop_ms_median']} |"
                      for r in o["grid"])
-    return f"""## Pipeline: fan-out vs critical path vs sequential, every answer mode ({today()})
+    return f"""## Pipeline: fan-out vs critical path vs sequential, every answer mode
 
-`python bench/pipeline.py` — the extractive provider with an injected latency per LLM call, real Celery workers
+Measured {today()}: `{command}` — the extractive provider with an injected latency per LLM call, real Celery workers
 (threads pool, one process per queue as in docker-compose.yml), embedded Redis and Postgres, hash embedder, sample
 corpus. Question: "{o['question']}" (2 tickers x 3 quarters), asked in each answer mode. Each cell is the median
 of {o['repeat']} runs after a warm-up job on fresh workers; fan-out and sequential runs use the same tasks.
@@ -279,7 +283,7 @@ when an answer falls short of its threshold and it has iterations left.
 Bound = LLM steps on the critical path x latency. Hop = the gap between one stage's last task ending and the next
 stage's first task starting (chord body, coordinator step, next dispatch), from the tool ledger: median
 **{o['hop_ms']} ms** over every fan-out run, 90th percentile {o['hop_ms_p90']} ms; by what the hop joins (median,
-hops): {_transitions_markdown(o['hop_ms_by_transition'])}.{_floor_markdown(o)}
+hops): {_transitions_markdown(o['hop_ms_by_transition'])}.
 
 Where the detailed run at 1 s spends its time (from its tool ledger; s after the plan call started):
 
@@ -304,20 +308,6 @@ def _transitions_markdown(t: dict) -> str:
     return ", ".join(f"{label.replace('->', ' -> ')} {v['median_ms']} ms ({v['n']})" for label, v in t.items())
 
 
-def _floor_markdown(o: dict) -> str:
-    f = o.get("floor")
-    if not f:
-        return ""
-    return f"""
-
-Celery's own hop under it (`bench/hop_floor.py`, the same run and stack after the grid: the product's Celery app and
-worker processes, chords of {f['width']} sleeping tasks, a chord body that only dispatches the next chord, no
-coordinator step and no database): median **{f['hop_ms']} ms**, 90th percentile {f['hop_ms_p90']} ms, over
-{f['hops']} hops. The pipeline's hop is {o['hop_over_floor']}x that: the rest is the coordinator's step (the job's
-row lock and inputs, the state machine, the save and its commit), the finished call's ledger and output write and
-the next call's read of its inputs."""
-
-
 def _mixed_markdown(m: dict | None) -> str:
     if not m:
         return ""
@@ -328,12 +318,8 @@ def _mixed_markdown(m: dict | None) -> str:
 | {m['wall_s']} | {m['bound_s']} | {m['wall_over_bound']} | {m['sequential_s']} | {m['sequential_over_wall']}x | \
 {m['llm_calls']} | {m['llm_steps']} | {m['iterations']} | {m['hop_ms_median']} |
 
-| stage | tasks | first start | last start | last end |
-|---|---|---|---|---|
-{m['stage_table']}
-
-The 10-K agent's stages (`tenkN:plan`, `tenkN:retrieve`, `tenkN:answer`, `tenkN:evaluate`, N its round) and the
-transcript branch run in one job; LLM stages whose calls overlap count as one step of the bound.
+The 10-K agent's rounds and the transcript branch run in one job; LLM stages whose calls overlap count as one step of
+the bound (its stages: `stage_table` in the `--json` output).
 """
 
 
@@ -343,4 +329,4 @@ def _stages(trace: list) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

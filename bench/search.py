@@ -1,11 +1,16 @@
-"""Search benchmark: recall@15 and latency of hybrid_search at 10k and 100k transcript chunks, plus ingestion rate.
+"""Search: recall@15 and latency of hybrid_search at 10k and 100k (or 1M) transcript chunks, and the ingestion rate;
+with --scopes, filtered searches over large scopes (a period of every company), exact read against pgvector's
+iterative HNSW scan.
 
-    .venv/bin/python bench/search.py [--json] [--quick] [--strict] [--no-write] [--variants] [--data-dir DIR]
+    .venv/bin/python bench/search.py [--json] [--quick] [--strict] [--no-write] [--data-dir DIR] [--scale 100k|1m]
+                                     [--embedder minilm|hash] [--reuse]
+    .venv/bin/python bench/search.py --scopes [--database-url URL] [--chunks 100000] [--queries 40] [--json]
 
 Builds synthetic chunks from the real transcripts (varied copies over synthetic tickers and quarters) in a private
 embedded Postgres + pgvector. Vectors: all-MiniLM-L6-v2 geometry (--embedder minilm, the default: each chunk is the
 mean of its sentences' real model vectors, queries are embedded by the model) or the hash test embedder (--embedder
-hash, a stress case for HNSW). Each embedder writes its own section of docs/benchmarks.md.
+hash, a stress case for HNSW). Each embedder, scale and scope size writes its own section of docs/benchmarks.md.
+Side by side on two commits: `bench/compare.py search.py --base REV -- --data-dir DIR`.
 """
 from __future__ import annotations
 
@@ -16,18 +21,19 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common, search_variants
+from bench import common
 
 TRANSCRIPTS = common.SHARED_DATA / "transcripts"
 QUARTERS = [(y, q) for y in (2022, 2023) for q in range(1, 5)]
 TOP_K = 15
 REPEAT = 30  # queries run twice to check that the default search is repeatable
-VARIANT_QUERIES = 50  # queries per prototype variant (--variants)
 TARGETS = [("filtered_recall_at_15", ">=", 1.0), ("unfiltered_recall_at_15", ">=", 0.95), ("p95_ms_100k", "<", 20.0),
            ("rare_term_keyword_side_recall_at_15", ">=", 0.95), ("rare_term_hybrid_recall_at_15", ">=", 0.95)]
 TARGETS_1M = [("p95_ms_1m", "<=", 25.0), ("unfiltered_recall_at_15_1m", ">=", 0.95),
@@ -128,6 +134,52 @@ def measure(ctx, queries: list[str], vecs, filters: list, label: str, n_exact: i
             f"indexed_vs_exact_speedup_{label}": round(out[f"exact_p50_ms_{label}"] / out[f"p50_ms_{label}"], 1),
             f"filtered_vs_exact_unfiltered_speedup_{label}": round(out[f"exact_p50_ms_{label}"] / out[f"filtered_p50_ms_{label}"], 1)}
     return out, ids["exact_"]
+
+
+def breakdown(ctx, queries: list[str], vecs) -> dict:
+    """Where an unfiltered search spends its time: the HNSW read of the candidates' ids alone, the semantic statement
+    the search runs (that read, then each candidate's similarity and per-term ranks), the keyword side alone (the capped
+    match set and the ranking of at most `cap` rows), BM25's candidates, the share of chunks in the keyword match set
+    (rows holding every query word, else any), the share of queries whose match set is over the cap, and the share of
+    queries that get no keyword-only candidates at all."""
+    import functools
+
+    from agent.retrieval import hybrid, keyword_index
+
+    cap = hybrid.KEYWORD_MATCH_CAP
+    keyword_sql = hybrid._indexed_query("transcript", "keyword")
+    semantic_sql = hybrid._indexed_query("transcript", "semantic_terms")
+    hnsw, sem, kw, bm25, share, over, empty = [], [], [], [], [], [], []
+    ms_since = lambda started: (time.perf_counter() - started) * 1000
+    with ctx.pool.connection() as conn:
+        total = conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
+        for text, vec in zip(queries, vecs):
+            started = time.perf_counter()
+            p = hybrid._with_bm25(hybrid.search_params(text, vec, 60),
+                                  functools.partial(keyword_index.candidates, ctx.pool, "transcript", text, 60))
+            bm25.append(ms_since(started))
+            with conn.transaction():
+                conn.execute(f"SET LOCAL hnsw.ef_search = {hybrid.ef_search_for(ctx.pool, 'transcript')}")
+                started = time.perf_counter()
+                conn.execute("SELECT id FROM transcript_chunks ORDER BY embedding <=> %s LIMIT 60", (vec,)).fetchall()
+                hnsw.append(ms_since(started))
+                started = time.perf_counter()
+                conn.execute(semantic_sql, p).fetchall()
+                sem.append(ms_since(started))
+            started = time.perf_counter()
+            got = conn.execute(keyword_sql, p).fetchall()
+            kw.append(ms_since(started))
+            empty.append(0.0 if any(r["id"] is not None for r in got) else 1.0)
+            count = "SELECT count(*) AS n FROM transcript_chunks WHERE tsv @@ to_tsquery('english', %s)"
+            matches = conn.execute(count, (p["andq"],)).fetchone()["n"] or conn.execute(count, (p["orq"],)).fetchone()["n"]
+            share.append(matches / max(1, total))
+            over.append(1.0 if matches > cap else 0.0)
+            conn.commit()
+    p50 = lambda xs: round(common.percentile(xs, 50), 2)
+    return {"hnsw_part_p50_ms": p50(hnsw), "semantic_part_p50_ms": p50(sem), "keyword_part_p50_ms": p50(kw),
+            "bm25_part_p50_ms": p50(bm25), "keyword_match_share_p50": round(common.percentile(share, 50), 4),
+            "keyword_over_cap_share": round(sum(over) / max(1, len(over)), 3),
+            "keyword_no_candidates_share": round(sum(empty) / max(1, len(empty)), 3)}
 
 
 # --- rare exact terms --------------------------------------------------------------------------
@@ -295,13 +347,8 @@ def run(ctx, args: argparse.Namespace, say) -> dict:
         out[f"ef_search_{label}"] = hybrid.ef_search_for(ctx.pool, "transcript")
         say(f"searching {have} chunks")
         n = min(len(queries), n_exact[label])
-        figures, exact_ids = measure(ctx, queries, vecs, make_filters(full_tickers(ctx), len(queries)), label, n)
-        out |= figures | {f"{k}_{label}": v for k, v in
-                          search_variants.breakdown(ctx, queries[:REPEAT], vecs[:REPEAT], common.percentile).items()}
-        if args.variants and label == sizes[-1][1]:
-            say(f"measuring {len(search_variants.VARIANTS)} prototype variants at {label}")
-            k = min(n, VARIANT_QUERIES)
-            out["variants"] = search_variants.run_variants(ctx, queries[:k], vecs[:k], exact_ids[:k], common.percentile, recall)
+        figures, _ = measure(ctx, queries, vecs, make_filters(full_tickers(ctx), len(queries)), label, n)
+        out |= figures | {f"{k}_{label}": v for k, v in breakdown(ctx, queries[:REPEAT], vecs[:REPEAT]).items()}
         say(f"rare-term queries at {label}")
         out |= rare_term_recall(ctx, embed_query, label)
         if f"indexed_insert_chunks_per_s_{label}" not in out:
@@ -336,109 +383,75 @@ PATHS = [("unfiltered, default (HNSW)", ""), ("unfiltered, exact=True", "exact_"
          ("filtered, default (always exact)", "filtered_"), ("filtered, exact=True", "exact_filtered_")]
 PER_SIZE = ["chunks", "cold_p50_ms", "cold_p95_ms", "cold_filtered_p50_ms", "cold_filtered_p95_ms", "ef_search",
             "hnsw_part_p50_ms", "semantic_part_p50_ms", "keyword_part_p50_ms", "bm25_part_p50_ms", "keyword_match_share_p50",
-            "keyword_over_cap_share",
-            "keyword_no_candidates_share",
+            "keyword_over_cap_share", "keyword_no_candidates_share",
             "unfiltered_recall_at_15", "exact_queries", "unfiltered_repeat_overlap", "filtered_recall_at_15",
             "filtered_short_results", "filtered_hits_outside_filter", "indexed_vs_exact_speedup",
             "filtered_vs_exact_unfiltered_speedup", "bulk_load_chunks_per_s", "hnsw_build_s", "indexed_insert_chunks_per_s",
             "rare_term_queries", "rare_term_keyword_side_recall_at_15", "rare_term_keyword_recall_at_15",
             "rare_term_hybrid_recall_at_15", "table_mb", "hnsw_index_mb", "gin_index_mb", "btree_indexes_mb",
             "search_working_set_mb", "bm25_build_s", "bm25_index_mb"]
+# the figures per size the docs keep (the console and --json have every one of PER_SIZE)
+DOC_PER_SIZE = ["chunks", "ef_search", "unfiltered_recall_at_15", "filtered_recall_at_15", "rare_term_hybrid_recall_at_15",
+                "semantic_part_p50_ms", "keyword_part_p50_ms", "bm25_part_p50_ms", "hnsw_build_s",
+                "indexed_insert_chunks_per_s", "search_working_set_mb"]
 ONCE = ["embedder", "minilm_agreement_cosine_mean", "minilm_agreement_cosine_p5", "ingest_chunks_per_s", "ingest_chunks",
         "ingest_files", "queries", "top_k", "real_transcript_docs", "cpu_count",
         "load_avg_1m_start", "load_avg_1m_end", "pgvector", "pg_shared_buffers", "pg_maintenance_work_mem",
         "reused_sizes", "seconds"]
-VARIANT_HEADER = ("variant (unfiltered)", "recall vs current exact", "recall vs own exact", "p50 ms", "p95 ms")
 
 
 Table = tuple[str, tuple, list[tuple]]  # (title, header, rows)
 
 
-def tables(result: dict) -> list[Table]:
-    """(title, header, rows) for the console and the docs alike."""
+def latency_table(result: dict) -> Table:
     labels = result["sizes"]
-    latency = [(name, *(result.get(f"{prefix}{k}_ms_{label}") for label in labels for k in ("p50", "p95")))
-               for name, prefix in PATHS]
-    header = ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95")))
-    out: list[Table] = [
-        ("latency of hybrid_search, ms", header, latency),
-        ("per corpus size", ("figure", *labels), [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in PER_SIZE]),
-        ("run", ("figure", "value"), [(k, result.get(k)) for k in ONCE])]
-    if result.get("variants"):
-        rows = [(v["variant"], v["recall_vs_current_exact"], v["recall_vs_own_exact"], v["p50_ms"], v["p95_ms"])
-                for v in result["variants"]]
-        out.append((f"prototype variants at {labels[-1]} (bench/search_variants.py)", VARIANT_HEADER, rows))
-    return out
+    rows = [(name, *(result.get(f"{prefix}{k}_ms_{label}") for label in labels for k in ("p50", "p95")))
+            for name, prefix in PATHS]
+    return "latency of hybrid_search, ms", ("search", *(f"{k} {label}" for label in labels for k in ("p50", "p95"))), rows
+
+
+def tables(result: dict) -> list[Table]:
+    """(title, header, rows) for the console."""
+    labels = result["sizes"]
+    return [latency_table(result),
+            ("per corpus size", ("figure", *labels), [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in PER_SIZE]),
+            ("run", ("figure", "value"), [(k, result.get(k)) for k in ONCE])]
 
 
 def markdown(result: dict, command: str) -> str:
-    checks = "\n".join(f"- **{c['status']}** `{c['metric']}` = {c['value']} (target {c['op']} {c['target']})"
-                       for c in result["targets"]) or "- none: the stress case (see below)"
-    body = "\n\n".join(f"{title}:\n\n{common.markdown_table(rows, header)}" for title, header, rows in tables(result))
-    section, _, title, vectors = PROFILES[result["embedder"]]
-    growth = GROWTH_PLOT[result["embedder"]].name
-    plot = f"How cost grows with the corpus:\n\n![search cost against corpus size]({growth})\n\n" if "1m" in result["sizes"] else ""
-    title += ", at 10k, 100k and 1M chunks" if "1m" in result["sizes"] else ""
+    labels = result["sizes"]
+    _, _, title, vectors = PROFILES[result["embedder"]]
+    title += ", at 10k, 100k and 1M chunks" if "1m" in labels else ", at 10k and 100k chunks"
+    per_size = common.markdown_table([(k, *(result.get(f"{k}_{label}") for label in labels)) for k in DOC_PER_SIZE],
+                                     ("figure", *labels))
+    _, header, rows = latency_table(result)
+    plot = f"\n\n![search cost against corpus size]({GROWTH_PLOT[result['embedder']].name})" if "1m" in labels else ""
     reused = result.get("reused_sizes") or []
     if reused:
-        last = result["sizes"][-1]
-        plot += (f"Reused data dir (`--reuse`): {', '.join(reused)} were loaded and built by an earlier run; the "
-                 f"figures of the smaller sizes ({', '.join(x for x in reused if x != last) or 'none'}) and the build "
-                 f"figures of {last} are that run's, under the code of its day; the searches at {last} are this "
-                 "run's.\n\n")
+        plot += (f"\n\nReused data dir (`--reuse`): {', '.join(reused)} were loaded and built by an earlier run, whose "
+                 "build figures (and all figures of the smaller sizes) these are.")
+    geometry = (f" MiniLM agreement cosine {result['minilm_agreement_cosine_mean']} (p5 "
+                f"{result['minilm_agreement_cosine_p5']})." if result.get("minilm_agreement_cosine_mean") else "")
     return (f"## {title}\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}, load "
-            f"average {result['load_avg_1m_start']} at the start), {result['queries']} queries, "
-            f"embedded Postgres 16 + pgvector {result['pgvector']}, in {result['seconds']} s:\n\n"
-            f"```\n{command}\n```\n\nTargets:\n\n{checks}\n\n{body}\n\n{plot}{NOTES}\n\n{vectors}")
+            f"average {result['load_avg_1m_start']}), {result['queries']} queries, embedded Postgres 16 + pgvector "
+            f"{result['pgvector']} (shared_buffers {result.get('pg_shared_buffers')}), in {result['seconds']} s:\n\n"
+            f"```\n{command}\n```\n\nTargets: {common.targets_line(result['targets']) or 'none (a stress case)'}.\n\n"
+            f"{common.markdown_table(rows, header)}\n\n{per_size}\n\nReal ingest path (hash embedder, "
+            f"{result['ingest_files']} transcript files): {result['ingest_chunks_per_s']} chunks/s.{geometry}{plot}"
+            f"\n\n{vectors}")
 
 
-NOTES = """Method: synthetic transcript chunks (varied copies of the real calls in ../shared/data/transcripts:
-a quarter of the sentences swapped for others of the corpus, every number nudged) over synthetic tickers and 8
-quarters, bulk-loaded with COPY while the HNSW index is dropped, then the index is rebuilt from the migration's own
-definition (`hnsw_build_s`). Latencies are warm (measured after a first,
-"cold" pass of the same queries, whose figures are `cold_*`), one-at-a-time `hybrid_search` calls (query embedding
-excluded).
-Headline `p50/p95_ms_*` = unfiltered default (HNSW) search; filtered = one ticker + 3 of its quarters.
-Recall@15 = overlap of the default top 15 with the `exact=True` top 15 of the same query (unfiltered at 100k: the
-first `exact_queries` queries). `unfiltered_repeat_overlap` = overlap of the same default query run twice.
-`semantic_part` / `keyword_part` = the two candidate statements of an unfiltered search, each run alone (30 queries);
-the search runs them at once on two connections. `hnsw_part` = the semantic statement's HNSW read of 60 ids alone
-(what `semantic_part` measured before 2026-11-27). `keyword_match_share` = the share of all chunks in a query's keyword
-match set (rows holding every query word, else any), `keyword_over_cap_share` = the share of queries whose match set
-is over the cap (no keyword-only candidates). `rare_term_*`: queries of one word held by at most 5 chunks and a
-common word ("<word> outlook"); recall@15 = the share whose top 15 holds a chunk with that word, for the GIN side's
-candidates alone (`keyword_side`, no BM25), for the keyword-only search and for the default hybrid search.
-`indexed_insert_chunks_per_s` = the same COPY with the HNSW index in place; `ingest_chunks_per_s` = the real path
-(`agent.ingest.runner.ingest`, fanout off, hash embedder so that the figure is the pipeline's and not the model's, a
-few real transcript files, on the largest table).
+MINILM = """Method: synthetic chunks (real transcript calls, a quarter of the sentences swapped and every number nudged)
+over synthetic tickers and 8 quarters, bulk-loaded with the HNSW index dropped and rebuilt from the migration's
+definition (`hnsw_build_s`). Latencies are warm, one `hybrid_search` at a time, query embedding excluded; filtered = one
+ticker and 3 of its quarters. Recall@15 = overlap of the default top 15 with the `exact=True` top 15; `rare_term_*` =
+queries of a word held by at most 5 chunks beside a common word. `*_part` = one statement of an unfiltered search run
+alone; `search_working_set_mb` = every index of the chunk table (what shared_buffers must hold). Vectors: each
+distinct sentence of the corpus embedded once by all-MiniLM-L6-v2 (cached in ~/.cache/finagent/bench), a chunk the
+length-weighted mean of its sentences' vectors; queries embedded by the model."""
 
-Keyword side (agent/retrieval/hybrid.py): every candidate's keyword score is BM25's idea on Postgres full text, the
-sum over the query terms it holds of the term's idf times ts_rank of that term alone. No index ranks full-text
-matches, and ranking every chunk that holds any query word (about 18% of 100k chunks for these queries) cost ~316 ms
-p50, so keyword-only candidates come from the host's BM25 index (tantivy, agent/retrieval/keyword_index.py), top n
-by BM25, when it holds every row of the table; else (rows not synced yet, no index, a filtered scope) from a bounded
-set read through the GIN index as well: the rows holding every query word when there are 1..500 of them, else the
-rows holding any rare term (one held by at most 500 rows). A term's document frequency comes from the planner's
-most-common-element statistics of the tsv column, or from a GIN probe counted only to 501, so no statement reads a
-long posting list. `keyword_no_candidates_share` = the share of
-queries left with semantic candidates only (a phrase of common words). Memory: `*_mb` are sizes on disk
-(`pg_table_size`, `pg_relation_size`); `search_working_set_mb` = every index of the chunk table, what a warm search
-reads and what shared_buffers must hold. The embedded Postgres sizes shared_buffers and maintenance_work_mem from
-the RAM (`auto`, ops/local/pg_memory.py): `pg_shared_buffers`, `pg_maintenance_work_mem`. With `--reuse`, sizes listed
-in `reused_sizes` keep the build figures of the run that built them (and the smaller sizes all their figures)."""
-
-MINILM = """Vectors: the product's default embedder is all-MiniLM-L6-v2, but embedding 100k chunks with it takes about
-two hours on these 2 cores. The bench therefore embeds each of the corpus's ~33k distinct sentences once with the real
-model (about 8 minutes, cached in ~/.cache/finagent/bench) and gives a synthetic chunk the length-weighted mean of its
-sentences' vectors: the model's own mean pooling, taken over sentences instead of tokens. Queries are embedded by the
-real model. `minilm_agreement_cosine_*` is the cosine between that sentence-mean vector and the model's real vector of
-the same chunk, over 100 real chunks: the geometry is the model's, not an exact copy of its chunk vectors (a mean of
-sentence vectors is smoother, which may flatter HNSW a little). The hash-embedder section below is the hard case."""
-
-HASH = """Vectors: the hash test embedder (feature hashing of words and word pairs). Its short-query vectors have a
-handful of non-zero dimensions and sit far from every chunk vector, with many near-ties among the ~20 near-copies of
-each chunk, which is the worst case for HNSW: this section shows where the index stops finding the exact top 15. No
-target is set on it; the targets are judged on the MiniLM geometry above."""
+HASH = """Vectors: the hash test embedder, the worst case for HNSW (short queries far from every chunk, many near-ties):
+no target is set on it; a change that hurts the index shows here first. Method as in the MiniLM section."""
 
 
 # per --embedder: docs section, targets, title, what the vectors are
@@ -482,18 +495,146 @@ def pgvector_version(ctx) -> str:
         return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
 
 
+# --- filtered searches over large scopes (--scopes) ------------------------------------------------
+
+SYNTHETIC = "synthetic://"
+
+
+def scopes() -> list[tuple[str, object]]:
+    """(name, filters): the scopes a question about a whole period of the corpus asks for."""
+    from agent.models.corpus import Period, SearchFilters
+
+    last = QUARTERS[-1]
+    year = last[0]
+    return [
+        (f"fiscal year {year}, every company",
+         SearchFilters(periods=[Period(fiscal_year=y, fiscal_quarter=q) for y, q in QUARTERS if y == year])),
+        (f"one quarter ({last[0]} Q{last[1]}), every company",
+         SearchFilters(periods=[Period(fiscal_year=last[0], fiscal_quarter=last[1])])),
+    ]
+
+
+def existing_chunks(ctx) -> int:
+    """The synthetic chunks a previous run left; a database holding any other transcript is refused."""
+    with ctx.pool.connection() as conn:
+        row = conn.execute("SELECT count(*) FILTER (WHERE source_path NOT LIKE %s) AS other FROM documents"
+                           " WHERE kind = 'transcript'", (SYNTHETIC + "%",)).fetchone()
+        if row["other"]:
+            raise SystemExit(f"the database holds {row['other']} transcripts that are not this bench's: use an empty one")
+        return conn.execute("SELECT count(*) AS n FROM transcript_chunks").fetchone()["n"]
+
+
+@contextmanager
+def every_scope_large(on: bool) -> Iterator[None]:
+    """With `on`, every filtered scope counts as large: the iterative scan is measured also where the rule reads the
+    scope exactly, to show what the threshold (filtered_hnsw.MIN_SCOPE_ROWS) trades."""
+    from agent.retrieval import filtered_hnsw
+
+    rule = filtered_hnsw.scope_is_large
+    if on:
+        filtered_hnsw.scope_is_large = lambda *args, **kwargs: True
+    try:
+        yield
+    finally:
+        filtered_hnsw.scope_is_large = rule
+
+
+def measure_scope(ctx, queries, vecs, name: str, filters, iterative: bool) -> dict:
+    """The default path and exact=True on one scope, and with `iterative` (a server with pgvector >= 0.8) the index
+    path forced as well; each path's latency and its recall@15 against the exact one."""
+    from psycopg import sql
+
+    from agent.retrieval import filtered_hnsw
+    from agent.retrieval.hybrid import filter_clause
+
+    where, params = filter_clause("transcript", filters)
+    indexed = filtered_hnsw.use_index(ctx.pool, "transcript_chunks", where, params)
+    paths = [("default", None, False), ("exact", True, False)] + ([("index", None, True)] if iterative else [])
+    each = [filters] * len(queries)
+    for _, exact, forced in paths:  # a warm-up pass of each path: the measured passes read cached pages on all
+        with every_scope_large(forced):
+            run_pass(ctx, queries, vecs, each, exact)
+    with ctx.pool.connection() as conn:
+        rows = conn.execute(sql.SQL("SELECT count(*) AS n FROM transcript_chunks {w}").format(w=where), params).fetchone()["n"]
+    row: dict = {"scope": name, "rows": rows, "default_path": "HNSW, iterative" if indexed else "exact"}
+    ids = {}
+    for label, exact, forced in paths:
+        with every_scope_large(forced):
+            times, ids[label], outside_hits = run_pass(ctx, queries, vecs, each, exact)
+        row |= {f"{label}_p50_ms": round(common.percentile(times, 50), 2),
+                f"{label}_p95_ms": round(common.percentile(times, 95), 2), f"{label}_hits_outside_filter": outside_hits,
+                f"{label}_short_results": sum(1 for x in ids[label] if len(x) < TOP_K)}
+    return row | {f"{label}_recall_at_15": recall(ids[label], ids["exact"]) for label in ids}
+
+
+def run_scopes(ctx, args, say) -> dict:
+    from agent.retrieval import filtered_hnsw
+
+    base = common.real_chunks(args.transcripts)
+    queries = build_queries(base, args.queries or 40)
+    embedder = common.SentenceMeanEmbedder(base, say)
+    vecs = [embedder.embed_query(q) for q in queries]
+    have = existing_chunks(ctx)
+    out: dict = {"chunks_requested": args.chunks, "queries": len(queries), "top_k": TOP_K, **common.machine(),
+                 "load_avg_1m_start": round(os.getloadavg()[0], 2)}
+    if have < args.chunks:
+        say(f"loading {args.chunks - have} synthetic chunks (the HNSW index rebuilt after)")
+        gen = common.synthetic_docs(base, [f"X{i:03d}" for i in range(10_000)], QUARTERS)
+        common.take(gen, have)  # the documents a previous run loaded
+        grown = common.grow(ctx, gen, embedder, have, args.chunks, common.hnsw_definition(ctx))
+        have = grown["chunks"]
+        out["hnsw_build_s"] = round(grown["hnsw_build_s"], 1)
+    with ctx.pool.connection() as conn:
+        server = conn.execute("SHOW server_version").fetchone()["server_version"]
+        buffers = conn.execute("SHOW shared_buffers").fetchone()["shared_buffers"]
+    version = filtered_hnsw.pgvector_version(ctx.pool)
+    out |= {"chunks": have, "server_version": server, "shared_buffers": buffers, "pgvector": ".".join(map(str, version)),
+            "min_scope_rows": filtered_hnsw.MIN_SCOPE_ROWS, "iterative_settings": filtered_hnsw.SETTINGS,
+            "ef_search": filtered_hnsw.EF_SEARCH, "scopes": []}
+    for name, filters in scopes():
+        say(f"searching {name}")
+        out["scopes"].append(measure_scope(ctx, queries, vecs, name, filters, filtered_hnsw.has_iterative_scans(version)))
+    out["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+SCOPE_HEADER = ("scope", "rows", "default path", "path", "p50 (ms)", "p95 (ms)", "recall@15 vs exact", "short results",
+                "hits outside the filter")
+
+
+def scope_rows(result: dict) -> list[tuple]:
+    names = {"default": "default", "exact": "exact=True", "index": "iterative HNSW, forced"}
+    return [(s["scope"], s["rows"], s["default_path"], names[label], s[f"{label}_p50_ms"], s[f"{label}_p95_ms"],
+             s[f"{label}_recall_at_15"], s[f"{label}_short_results"], s[f"{label}_hits_outside_filter"])
+            for s in result["scopes"] for label in names if f"{label}_p50_ms" in s]
+
+
+def scope_markdown(result: dict, command: str) -> str:
+    settings = ", ".join(f"{k} = {v}" for k, v in result["iterative_settings"].items())
+    return "\n".join([
+        f"## Filtered searches over large scopes at {result['chunks_requested']:,} chunks: exact read vs pgvector's"
+        " iterative HNSW scan",
+        "",
+        f"Measured {common.today()}: `{command}`, {result['chunks']} synthetic chunks (MiniLM geometry),"
+        f" {result['queries']} queries a path, PostgreSQL {result['server_version']}, pgvector {result['pgvector']},"
+        f" shared_buffers {result['shared_buffers']}. A scope of more than {result['min_scope_rows']} rows takes the"
+        f" iterative scan ({settings}, ef_search {result.get('ef_search')}) where pgvector >= 0.8.",
+        "",
+        common.markdown_table(scope_rows(result), SCOPE_HEADER),
+    ])
+
+
+def scope_tables(result: dict) -> list[Table]:
+    return [(f"{result['chunks']} chunks, pgvector {result['pgvector']}", SCOPE_HEADER, scope_rows(result))]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p = common.parser(__doc__, strict=True)
     p.add_argument("--quick", action="store_true", help="10k chunks and 30 queries only (smoke run)")
-    p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
-    p.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
-    p.add_argument("--data-dir", help="data dir for the embedded services (default: a fresh temporary dir)")
-    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--queries", type=int, help="queries (default 100; with --scopes 40)")
     p.add_argument("--exact-queries", type=int, default=100,
                    help="queries given the exact unfiltered reference at 100k (about 1-2 s each); all of them at 10k")
     p.add_argument("--ingest-files", type=int, default=4)
-    p.add_argument("--variants", action="store_true", help="also measure the prototype variants (bench/search_variants.py)")
     p.add_argument("--scale", choices=tuple(SCALES), default="100k",
                    help="the largest corpus: 100k chunks (default, ~7 min) or 1m (10k, 100k and 1M: a longer run)")
     p.add_argument("--exact-queries-1m", type=int, default=40, help="queries given the exact reference at 1M (~4 s each)")
@@ -503,16 +644,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--embedder", choices=tuple(PROFILES), default="minilm",
                    help="chunk and query vectors: all-MiniLM-L6-v2 geometry (default; the product's local embedder) "
                         "or the hash test embedder (a stress case for HNSW)")
+    p.add_argument("--scopes", action="store_true",
+                   help="filtered searches over a period of every company instead: exact read vs iterative HNSW scan")
+    p.add_argument("--chunks", type=int, default=100_000, help="with --scopes: the corpus size")
+    p.add_argument("--database-url", help="with --scopes: an empty database on a server with pgvector >= 0.8 "
+                                          "(default: the embedded server)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     say = lambda msg: print(f"[bench:search] {msg}", file=sys.stderr, flush=True)
-    started = time.perf_counter()
-    with common.private_stack(args.data_dir, embedding_provider="hash", llm_provider="extractive") as ctx:
+    clock = common.Clock()
+    env = {"embedding_provider": "hash", "llm_provider": "extractive"}
+    if args.scopes:
+        if args.database_url:
+            env["database_url"] = args.database_url
+        with common.private_stack(args.data_dir, **env) as ctx:
+            result = run_scopes(ctx, args, say)
+        result |= {"seconds": clock.seconds(), "targets": []}
+        return common.finish("search.py", argv, args, f"filtered-scopes-{args.chunks}", result, scope_markdown, scope_tables)
+    args.queries = args.queries or 100
+    with common.private_stack(args.data_dir, **env) as ctx:
         result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
-    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["seconds"] = clock.seconds()
     section, targets, _, _ = PROFILES[args.embedder]
     if "1m" in result["sizes"]:  # the longer run keeps its own section beside the default's
         section = f"{section}-1m"

@@ -32,7 +32,7 @@ def test_every_statement_of_the_iterative_path_is_valid_sql(ctx, corpus):
 
 
 def test_the_scope_bench_refuses_a_database_holding_real_transcripts(ctx, shared_data):
-    from bench.filtered_scopes import existing_chunks
+    from bench.search import existing_chunks
 
     ingest(ctx, "transcript", sorted((shared_data / "transcripts").glob("*.json"))[:1], fanout=None, quiet=True)
     with pytest.raises(SystemExit, match="not this bench's"):

@@ -35,12 +35,3 @@ def test_llm_stages_that_overlap_are_one_step_of_the_bound():
     one_after_another = side_by_side[:3] + [("1:extract:A:2024_q1", 3.2, 1.0), ("1:tenk1:evaluate:A", 4.3, 1.0)]
     assert llm_steps(one_after_another) == 5 and llm_steps(one_after_another + [("1:compose:", 5.4, 1.0)]) == 6
 
-
-def test_the_hop_floor_is_measured_as_the_pipeline_hop_is():
-    """Celery's own hop (bench/hop_floor.py): the next stage's first leaf start minus the previous stage's last leaf
-    end, the chord bodies in between not counted as stages."""
-    from bench.hop_floor import _hops
-
-    rows = [["body", 0, 0.0, 0.0], ["leaf", 1, 0.010, 0.310], ["leaf", 1, 0.011, 0.315], ["body", 1, 0.318, 0.318],
-            ["leaf", 2, 0.322, 0.622], ["leaf", 2, 0.323, 0.620], ["body", 2, 0.626, 0.626], ["leaf", 3, 0.631, 0.931]]
-    assert [round(h, 1) for h in _hops(rows, 3)] == [7.0, 9.0]

@@ -1,8 +1,8 @@
-"""bench/filtered_scopes.py's pure parts: the scopes it asks for, the forced-index switch and its report."""
+"""bench/search.py --scopes, its pure parts: the scopes it asks for, the forced-index switch and its report."""
 import pytest
 
 from agent.retrieval import filtered_hnsw
-from bench import filtered_scopes
+from bench import search
 from bench.search import QUARTERS
 
 
@@ -22,7 +22,7 @@ def _result(index=True):
 
 
 def test_the_scopes_span_every_company_of_a_period():
-    scopes = filtered_scopes.scopes()
+    scopes = search.scopes()
     assert len(scopes) == 2
     for _, filters in scopes:
         assert not filters.tickers and filters.periods  # every company: the scopes that grow with the corpus
@@ -32,18 +32,18 @@ def test_the_scopes_span_every_company_of_a_period():
 
 def test_forcing_the_index_path_puts_the_rule_back_even_on_error():
     rule = filtered_hnsw.scope_is_large
-    with pytest.raises(RuntimeError), filtered_scopes.every_scope_large(True):
+    with pytest.raises(RuntimeError), search.every_scope_large(True):
         assert filtered_hnsw.scope_is_large(None, "t", None, {}) is True
         raise RuntimeError
     assert filtered_hnsw.scope_is_large is rule
-    with filtered_scopes.every_scope_large(False):
+    with search.every_scope_large(False):
         assert filtered_hnsw.scope_is_large is rule
 
 
 def test_the_report_has_a_row_per_measured_path():
-    rows = filtered_scopes.table_rows(_result())
+    rows = search.scope_rows(_result())
     assert [r[3] for r in rows] == ["default", "exact=True", "iterative HNSW, forced"]
-    assert [r[3] for r in filtered_scopes.table_rows(_result(index=False))] == ["default", "exact=True"]  # pgvector 0.6
-    text = filtered_scopes.markdown(_result(), ".venv/bin/python bench/filtered_scopes.py --database-url URL")
+    assert [r[3] for r in search.scope_rows(_result(index=False))] == ["default", "exact=True"]  # pgvector 0.6
+    text = search.scope_markdown(_result(), ".venv/bin/python bench/search.py --scopes --database-url URL")
     assert "--database-url URL" in text and "pgvector 0.8.0" in text and "at 100,000 chunks" in text
     assert f"more than {filtered_hnsw.MIN_SCOPE_ROWS} rows" in text
