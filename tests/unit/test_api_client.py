@@ -2,8 +2,11 @@
 Idempotency-Key header, and wait() falling back to polling and giving up on time."""
 from __future__ import annotations
 
+import ast
 import json
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -120,3 +123,33 @@ def test_events_skip_pings_and_keep_ids():
     client = FinagentClient("http://api", transport=httpx.MockTransport(handler))
     events = list(client.events("j1", last_event_id="0-5"))
     assert [(e.id, e.type) for e in events] == [("1-0", "job_status"), ("2-0", "planning")]
+
+
+CLIENT_PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "python" / "src" / "finagent"
+
+
+def test_the_client_imports_only_its_declared_dependencies():
+    """The client distribution declares httpx, httpx-sse and pydantic (pydantic-core comes with pydantic); anything
+    else it imported would fail in a service's venv (tests/integration/test_client_alone.py installs it alone)."""
+    allowed = set(sys.stdlib_module_names) | {"httpx", "httpx_sse", "pydantic", "pydantic_core", "finagent"}
+    imported = {}
+    for path in CLIENT_PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            imported |= {name.split(".")[0]: path.name for name in names}
+    assert {"finagent", "httpx", "pydantic"} <= imported.keys()
+    assert {top: where for top, where in imported.items() if top not in allowed} == {}
+
+
+def test_the_server_answers_with_the_clients_models():
+    """One definition of the contract: the server's modules re-export the client's classes, they do not copy them."""
+    import finagent.models as contract
+    from agent.models import batch, job, research
+    from agent.settings import AnswerMode
+
+    assert job.JobRequest is contract.JobRequest and job.JobResult is contract.JobResult
+    assert job.FINAL_STATUSES is contract.FINAL_STATUSES
+    assert batch.BatchItem is contract.BatchItem and batch.BatchProgress is contract.BatchProgress
+    assert research.Citation is contract.Citation and research.Evaluation is contract.Evaluation
+    assert AnswerMode is contract.AnswerMode
