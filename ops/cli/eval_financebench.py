@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent.infra.extras import require
 from ops.eval.financebench_ingest import PagesDirError, ingest_financebench, pages_layout
 from ops.eval.financebench_questions import QuestionsFileError, load_questions
 from ops.eval.financebench_retrieval import CONDITIONS, Recall, RetrievalReport, evaluate_retrieval
@@ -105,6 +106,7 @@ def _relative(path: Path) -> str:
 
 
 def plot_png(report: RetrievalReport) -> bytes:
+    require("matplotlib", "report")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

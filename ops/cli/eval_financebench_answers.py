@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent.infra.extras import require
 from agent.ingest.runner import FanOut
 from agent.settings import Settings
 from ops.eval.financebench_answers import AnswersSummary, Split
@@ -220,6 +221,7 @@ def answers_plot(summary: AnswersSummary) -> bytes:
     """Share correct, overall and per question type, against the published reference points."""
     import io
 
+    require("matplotlib", "report")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -34,6 +34,20 @@ console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"finagent {version('finagent')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="Print the installed version and exit.")) -> None:
+    pass
+
+
 def _print_json(data) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
@@ -424,11 +438,13 @@ def flower(host: str = typer.Option("127.0.0.1", help="address to listen on; off
     FINAGENT_FLOWER_BASIC_AUTH, task history kept in FINAGENT_DATA_DIR/flower.db)."""
     import os
 
+    from agent.infra.extras import require
     from agent.services import celery_broker_url
     from agent.settings import get_settings
     from ops.cli.flower import FlowerConfigError, check_bind, flower_command
     from ops.local.bootstrap import bootstrap
 
+    require("flower", "flower")  # `celery flower` would only say "No such command"
     settings = get_settings()
     try:
         check_bind(settings, host)
@@ -481,16 +497,18 @@ def beat():
 
 
 def main() -> None:
-    """The console command: `app`, with two failures reported as one line instead of a traceback, whichever command
+    """The console command: `app`, with three failures reported as one line instead of a traceback, whichever command
     met them: an embedded server that will not start (a setting it cannot run with, a broken data dir: its log's
-    reason, exit status 2), and Postgres or Redis down or unreachable (exit status 3)."""
+    reason, exit status 2), a package of an extra that is not installed (exit status 2), and Postgres or Redis down
+    or unreachable (exit status 3)."""
+    from agent.infra.extras import MissingExtra
     from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
     from agent.settings import env_var
     from ops.local.stack import EmbeddedServerError
 
     try:
         app()
-    except EmbeddedServerError as exc:
+    except (EmbeddedServerError, MissingExtra) as exc:
         err.print(str(exc), style="red", markup=False, highlight=False)
         raise SystemExit(2) from None
     except UNAVAILABLE_TYPES as exc:

