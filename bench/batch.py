@@ -550,18 +550,16 @@ def markdown(o: dict, command: str) -> str:
     m = o["machine"]
     checks = "; ".join(f"{c['metric']} {c['op']} {c['target']}: **{c['status']}** ({c['value']})" for c in o["targets"])
     title = "Batch throughput" + (f" ({o['llm_slots']} LLM slots per batch process)" if o.get("llm_slots") else "")
+    per_slot, threads_per_slot = o.get("jobs_per_llm_slot", 2), o.get("threads_per_llm_slot", 1)
     return f"""## {title}
 
 Measured {o['date']} on {m['cpu_count']} CPUs (load average {o['load_avg_1m']['start']} at the start,
 {o['load_avg_1m']['end']} at the end), {o['seconds']} s: `{command}`
 
-Sample corpus, hash embedder, extractive provider, LLM cache off. Each configuration runs the batch queue on its own
-worker processes (`procs x threads`) beside the topology's other workers, {o.get('jobs_per_llm_slot', 2)} batch jobs at
-once per LLM slot, threads / {o.get('threads_per_llm_slot', 1)} LLM slots per process. An extractive batch of
-{o['jobs']} {o['mode']}-mode questions with no injected latency ("–": it ran with another thread count), then
-{o['latency_jobs']} with {o['latency_s']} s injected per LLM call. LLM bound = min(60 K / (C L), 60 J / (S L)) jobs/min
-(L the latency, C and S the LLM calls and sequential steps per job, K = procs x LLM slots, J = job slots); CPU bound =
-60 x cores / CPU seconds per job; steady = between the 10th and 90th percentile finish times.
+Sample corpus, hash embedder, extractive provider. The batch queue on its own `procs x threads` workers,
+{per_slot} jobs at once per LLM slot, threads / {threads_per_slot} slots per process: {o['jobs']} {o['mode']}-mode questions
+with no latency ("–": run at another thread count), then {o['latency_jobs']} with {o['latency_s']} s per LLM call. LLM bound = min(60 K / (C L),
+60 J / (S L)) jobs/min (C, S: LLM calls and steps per job; K: procs x slots; J: job slots); CPU bound = 60 cores / CPU s per job.
 
 {common.markdown_table(throughput, THROUGHPUT_HEADER)}
 

@@ -5,7 +5,7 @@ Two runs of the same code on this machine differ by more than many changes are w
 in ABBA order (base, head, head, base, ...), each from its own checkout, and the table gives every run's figure
 beside the medians.
 
-    python bench/compare.py search.py --base REV --only '_ms_100k|recall' -- --data-dir DIR
+    python bench/compare.py search.py --base REV --only '_ms_100k|recall'
     python bench/compare.py pipeline.py --base HEAD~1 --rounds 2 -- --hops-only --repeat 10
 
 The base is a detached `git worktree` of `--base` (removed after); the head is this checkout as it is, uncommitted

@@ -381,7 +381,7 @@ def scale_markdown(result: dict, command: str) -> str:
     return (f"## Ingestion at scale\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}), in "
             f"{result['seconds']} s, over {result['transcript_files']} transcript files and {fb} "
             f"({result['financebench_pages']} pages with text), with the {' and the '.join(result['embedders'])} "
-            f"embedder{'s' if len(result['embedders']) > 1 else ''}:\n\n```\n{command}\n```\n\n{line}\n\nTargets: "
+            f"embedder{'s' if len(result['embedders']) > 1 else ''}:\n\n```\n{command}\n```\n\n{line}. Targets: "
             f"{common.targets_line(result['targets'])}.\n\n{body}\n\n{SCALE_NOTES}")
 
 
@@ -401,13 +401,11 @@ def tables(result: dict) -> list[tuple[str, tuple, list[tuple]]]:
             ("run", ("figure", "value"), [(k, result.get(k)) for k in RUN])]
 
 
-NOTES = """Method: `chunks_per_s` is the real ingest path (`agent.ingest.runner.ingest` inline) over the same
-transcript files for each embedder, the documents and the embedding cache emptied between embedders, the model loaded
-(`load_s`) and warmed up before the clock starts. `pages_embed_chunks_per_s` embeds FinanceBench page chunks in
-batches of 64, the embedder alone. Quality on those page chunks: `cosine_*` to the torch vector of the same chunk,
-`overlap_at_15` = the share of each question's torch top 15 the embedder keeps, `page_recall_at_15` = the share of
-questions with a chunk of an evidence page in the top 15. Backend `FINAGENT_EMBEDDING_BACKEND` (onnx|torch),
-precision `FINAGENT_EMBEDDING_QUANTIZE` (int8|none); the bench also runs the other precision."""
+NOTES = """Method: `chunks_per_s` is the real ingest path (`agent.ingest.runner.ingest` inline) over the same files
+for each embedder, caches emptied between them, the model loaded (`load_s`) before the clock starts.
+`pages_embed_chunks_per_s` and the quality figures are on FinanceBench page chunks: `cosine_*` to the torch vector,
+`overlap_at_15` = the share of the torch top 15 kept, `page_recall_at_15` = questions with an evidence page in the
+top 15. Backend and precision: `FINAGENT_EMBEDDING_BACKEND`, `FINAGENT_EMBEDDING_QUANTIZE` (the other one also runs)."""
 
 
 def markdown(result: dict, command: str) -> str:

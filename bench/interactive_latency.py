@@ -131,10 +131,9 @@ were still unfinished when the last interactive job ended).
 | the same flood as ordinary jobs | {c['start_p50_s']} s | {c['start_p95_s']} s | {c['end_p50_s']} s | {c['end_p95_s']} s |
 | flood / idle | | {o['shared_start_p95_ratio']} | | {o['shared_end_p95_ratio']} |
 
-The last rows are the counterfactual, measured in the same run: the same {o['batch']} questions submitted at once as
-ordinary jobs (interactive queues, no slots), then the interactive jobs.
-
-Start = the job's first coordinator step minus its creation; end = its finish minus its creation. A batch job's
+The last rows are the counterfactual, in the same run: the same {o['batch']} questions submitted at once as ordinary
+jobs (interactive queues, no slots). Start = the job's first coordinator step minus its creation; end = its finish
+minus its creation. A batch job's
 tasks run on the `batch` queue and its own worker pool, and batch jobs wait in Postgres for a slot instead of filling
 the broker; what they still share is the machine's cores and the database.
 """

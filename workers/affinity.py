@@ -4,7 +4,7 @@ and llm) on another.
 Each pool is Python threads under one GIL: a process never uses more than one core at a time, but each hand-off
 between its threads (the consumer passing a message to a pool thread, a thread taking the GIL) wakes a thread, and
 when the scheduler has put that thread on the other CPU, the wake-up is an interrupt to a CPU that may be idle. On a
-virtual machine whose idle vCPUs halt at once, that costs tens of microseconds each (`bench/wakeups.py`: 45 µs a round
+virtual machine whose idle vCPUs halt at once, that costs tens of microseconds each (`bench/wakeups.py` in git history: 45 µs a round
 trip across CPUs, 5 on one CPU). The coordinator's step runs on its own CPU, beside the calls it has just sent rather
 than on theirs; a stage's calls hand over to the next stage's on one CPU. Redis, Postgres and the batch pool (the
 ingestion's embedding) keep every core.

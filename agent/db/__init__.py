@@ -102,7 +102,7 @@ def get_pool(url: str, max_size: int = 8, wait_s: float = DEFAULT_WAIT_S) -> Con
 # last; each one also hands the GIL away and waits to get it back from the worker's other threads. On the path between
 # one stage's end and the next one's start, reads skip the BEGIN and COMMIT, and a transaction's statements travel
 # together (psycopg's pipeline mode). Pipeline mode has a cost of its own, about one local round trip: it pays where
-# it saves two or more (bench/round_trips.py measures each shape).
+# it saves two or more (bench/round_trips.py, in git history, measured each shape).
 @contextmanager
 def reading(pool: ConnectionPool[Any]) -> Iterator[Connection[DictRow]]:
     """A checkout for reads that need no transaction of their own: no BEGIN or COMMIT. Each statement sees the data

@@ -119,13 +119,13 @@ def add_evidence(pool, job_id: str, hits: list[Evidence]) -> int:
     """Add a search's passages to the job's evidence; the number of passages it was the first to add."""
     if not hits:
         return 0
-    with pool.connection() as conn:  # in pipeline mode (one_transaction) it measured slower: bench/round_trips.py
+    with pool.connection() as conn:  # in pipeline mode (one_transaction) it measured slower: bench/round_trips.py, in git history
         async_commit(conn)
         return insert_evidence(conn, job_id, hits)
 
 
 # One statement for all of a search's passages: executemany sends a statement per row, and each one hands the GIL
-# away and waits to get it back from the worker's busy threads (bench/round_trips.py, "evidence write").
+# away and waits to get it back from the worker's busy threads (bench/round_trips.py in git history, "evidence write").
 _INSERT_EVIDENCE_SQL = (
     "INSERT INTO job_evidence (job_id, citation_key, iteration, source_type, score, payload)"
     " SELECT %s, k, (p->>'iteration')::int, p->>'source_type', (p->>'score')::float8, p"

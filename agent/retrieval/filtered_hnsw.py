@@ -20,7 +20,7 @@ MIN_SCOPE_ROWS = 20_000
 SETTINGS = {"hnsw.iterative_scan": "strict_order"}
 # The beam of an iterative scan (at least the candidates asked for). At 100k chunks on pgvector 0.8.0 a fiscal year of
 # every company (50k rows) found 0.978 of the exact top 15 with 150, the unfiltered path's, and 0.995-0.998 with 300-800
-# for 1-3 ms more (bench/filtered_scopes.py, docs/benchmarks.md)
+# for 1-3 ms more (bench/search.py --scopes, 2026-11-26)
 EF_SEARCH = 400
 
 _versions: dict[str, tuple[int, ...]] = {}

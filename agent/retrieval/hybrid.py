@@ -57,7 +57,7 @@ KEYWORD_MATCH_CAP = 500  # a match set (or a term) of at most this many rows is 
 EF_SEARCH = 150  # hnsw.ef_search of the unfiltered path (at least n); recall vs latency in docs/benchmarks.md
 # A larger graph needs a wider beam for the same recall: at a million chunks ef 150 found 0.86 of the exact semantic
 # top 15, ef 250-600 about 0.93. Tables over LARGE_TABLE rows search with EF_SEARCH_LARGE; at 1M, from ef 400 to 200
-# hybrid recall fell from 0.965 to 0.95 while the search's time moved less than its warm-up did (bench/search_ef.py).
+# hybrid recall fell from 0.965 to 0.95 while the search's time moved less than its warm-up did (bench/search_ef.py, in git history).
 LARGE_TABLE, EF_SEARCH_LARGE = 300_000, 400
 _SIZE_TTL_S = 60.0
 _sizes: dict[tuple[str, str], tuple[float, float]] = {}
@@ -140,7 +140,7 @@ _WORDS = """
 # the most common elements of a table's tsv column and their frequencies, as pg_stats holds them: one row of two
 # arrays (the last three numbers of most_common_elem_freqs are the minimum, the maximum and the null frequency, not
 # elements'). A term's frequency is looked up by its position (array_position): unnesting the up to 1,000 elements
-# into rows and scanning them once per term cost 0.7 ms of server CPU per search at 10k chunks (bench/search_ab.py).
+# into rows and scanning them once per term cost 0.7 ms of server CPU per search at 10k chunks (bench/search_ab.py, in git history).
 _COMMON_TERMS = """SELECT s.most_common_elems::text::text[] AS lexemes, s.most_common_elem_freqs AS freqs FROM pg_stats s
                  WHERE s.schemaname = current_schema() AND s.tablename = {table} AND s.attname = 'tsv'
                    AND NOT s.inherited"""
@@ -281,7 +281,7 @@ def _indexed_query(corpus: Corpus, part: Part) -> sql.Composed:
 # The unfiltered statements are planned once per connection, not once per search. With PostgreSQL's default a
 # prepared statement is planned again with each search's values whenever that plan looks cheaper than a generic one,
 # and at 1M chunks both statements were planned again on every search (pg_prepared_statements): about 2.8 ms of
-# server CPU per search. The generic plans return the same top 15 (bench/search_ab.py, docs/benchmarks.md).
+# server CPU per search. The generic plans return the same top 15 (bench/search_ab.py, in git history).
 GENERIC_PLAN = {"plan_cache_mode": "force_generic_plan"}
 
 

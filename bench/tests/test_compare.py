@@ -30,8 +30,8 @@ def test_parse_json_output_takes_the_whole_stdout_or_its_last_object_line():
 
 
 def test_bench_command_adds_json_and_no_write_only_where_the_bench_has_them():
-    assert compare.bench_command("hops.py", ["--repeat", "5"], "usage: [--json] [--repeat N]")[1:] == \
-        ["bench/hops.py", "--repeat", "5", "--json"]
+    assert compare.bench_command("pipeline.py", ["--repeat", "5"], "usage: [--json] [--repeat N]")[1:] == \
+        ["bench/pipeline.py", "--repeat", "5", "--json"]
     assert compare.bench_command("search.py", ["--json"], "[--json] [--no-write]")[1:] == \
         ["bench/search.py", "--json", "--no-write"]
     with pytest.raises(ValueError, match="no --json"):

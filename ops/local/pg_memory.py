@@ -52,7 +52,7 @@ class HugePages(BaseModel):
     """Whether the embedded Postgres's shared memory (its buffer cache, which holds the 2 GB of HNSW, GIN and btree
     pages that searches read at a million chunks) sits on 2 MB pages. On 4 kB pages a search that touches thousands of buffers spread
     over gigabytes misses the TLB at almost every one: at 1M chunks, huge pages took 0.88-0.92x Postgres's CPU per
-    search and 0.92-0.93x the p95, two runs of bench/search_hugepages.py (docs/benchmarks.md). Only root can
+    search and 0.92-0.93x the p95, two runs of bench/search_hugepages.py (in git history). Only root can
     reserve them (vm.nr_hugepages), so the embedded server takes them when they are there ("try") and says here how
     many it needs."""
 

@@ -65,7 +65,7 @@ def test_the_iterative_statement_filters_inside_the_index_scan():
     text = " ".join(_query("transcript", where, False, "semantic_terms").as_string(None).split())
     assert "MATERIALIZED (SELECT id, embedding, tsv" not in text  # no exact scope
     # an inlined CTE, not a bare subquery: before PostgreSQL 16 a subquery in FROM needs an alias (the statement failed
-    # on 15 with pgvector 0.8, found by bench/filtered_scopes.py)
+    # on 15 with pgvector 0.8, found by bench/search.py --scopes)
     assert "scope AS NOT MATERIALIZED (SELECT * FROM \"transcript_chunks\" WHERE ticker = ANY(%(tickers)s)" in text
     assert "FROM (SELECT" not in text
     assert "sem AS (SELECT id FROM scope ORDER BY embedding <=> %(vec)s LIMIT %(n)s" in text and "%(vec)s) + 0" not in text
