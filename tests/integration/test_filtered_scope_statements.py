@@ -1,7 +1,7 @@
 """The iterative-scan path of a filtered search (pgvector >= 0.8) as real statements, and the scope bench's guard.
 
-The embedded server has pgvector 0.6, where no search takes that path, so nothing else here would run its statements:
-each one the path sends is planned by the real server (EXPLAIN), with the parameters a search binds."""
+Only a scope of more than 20k rows takes that path, which no other test's corpus reaches, so each statement the path
+sends is planned here by the real server (EXPLAIN), with the parameters a search binds."""
 from __future__ import annotations
 
 import numpy as np
