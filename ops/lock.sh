@@ -11,13 +11,12 @@ cd "$(dirname "$0")/.."
 UV="${UV:-$(command -v uv || echo .venv/bin/uv)}"
 [ -x "$UV" ] || { echo "ops/lock.sh needs uv: pip install uv (it is in the dev extras)" >&2; exit 1; }
 PY="${PYTHON:-.venv/bin/python}"  # the locks are for Linux x86-64, CPython 3.11 (the image's python:3.11-slim)
-# torch is the CPU build 2.13.0+cpu (PyPI's 2.13.0 is a CUDA build with 3 GB of nvidia-* packages). Machines of this
-# project's kind keep its wheel where PIP_FIND_LINKS points; elsewhere PyTorch's CPU index serves the same file.
-if [ -n "${PIP_FIND_LINKS:-}" ]; then
-  torch_source=(--find-links "$PIP_FIND_LINKS")
-else
-  torch_source=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
-fi
+# torch is the CPU build 2.13.0+cpu (PyPI's 2.13.0 is a CUDA build with 3 GB of nvidia-* packages). This project's
+# machines keep its wheel in a directory of pip's find-links; elsewhere PyTorch's CPU index serves the same file.
+torch_source=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+for links in ${PIP_FIND_LINKS:-} $("$PY" -m pip config get global.find-links 2>/dev/null || true); do
+  if compgen -G "${links#file://}/torch-2.13.0+cpu-*.whl" >/dev/null; then torch_source=(--find-links "${links#file://}"); fi
+done
 compile() {  # compile OUT EXTRA... : the client is resolved from this checkout and left out of the output
   local out="$1"; shift
   echo "finagent-client @ ./clients/python" | "$UV" pip compile -q pyproject.toml - "$@" --python "$PY" \

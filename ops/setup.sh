@@ -44,10 +44,12 @@ if [ ! -f "$stamp" ]; then
   fi
   export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
   if [ -n "$lock" ]; then
-    # torch is locked to the CPU build 2.13.0+cpu (PyPI's 2.13.0 is a CUDA build): this machine kind has its wheel
-    # where PIP_FIND_LINKS points; elsewhere PyTorch's CPU index serves the same file
-    torch_index=()
-    [ -n "${PIP_FIND_LINKS:-}" ] || torch_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
+    # torch is locked to the CPU build 2.13.0+cpu (PyPI's 2.13.0 is a CUDA build): this project's machines keep its
+    # wheel in a directory of pip's find-links; elsewhere PyTorch's CPU index serves the same file
+    torch_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
+    for links in ${PIP_FIND_LINKS:-} $(.venv/bin/python -m pip config get global.find-links 2>/dev/null || true); do
+      if compgen -G "${links#file://}/torch-2.13.0+cpu-*.whl" >/dev/null; then torch_index=(); fi
+    done
     .venv/bin/python -m pip install -q --require-hashes "${torch_index[@]}" -r "$lock"
     # the client distribution first: the server depends on finagent-client, which lives in this repository
     .venv/bin/python -m pip install -q --no-deps -e ./clients/python
