@@ -24,11 +24,15 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common
+
+if TYPE_CHECKING:
+    from agent.models.corpus import SearchFilters
 
 TRANSCRIPTS = common.SHARED_DATA / "transcripts"
 QUARTERS = [(y, q) for y in (2022, 2023) for q in range(1, 5)]
@@ -421,7 +425,8 @@ def tables(result: dict) -> list[Table]:
 def markdown(result: dict, command: str) -> str:
     labels = result["sizes"]
     _, _, title, vectors = PROFILES[result["embedder"]]
-    title += ", at 10k, 100k and 1M chunks" if "1m" in labels else ", at 10k and 100k chunks"
+    sizes = [label.upper() if label == "1m" else label for label in labels]
+    title += f", at {', '.join(sizes[:-1])} and {sizes[-1]} chunks" if len(sizes) > 1 else f", at {sizes[0]} chunks"
     size_rows = [(k, *(result.get(f"{k}_{label}") for label in labels)) for k in DOC_PER_SIZE]
     per_size = common.markdown_table([r for r in size_rows if any(v is not None for v in r[1:])], ("figure", *labels))
     _, header, rows = latency_table(result)
@@ -500,7 +505,7 @@ def pgvector_version(ctx) -> str:
 SYNTHETIC = "synthetic://"
 
 
-def scopes() -> list[tuple[str, object]]:
+def scopes() -> list[tuple[str, SearchFilters]]:
     """(name, filters): the scopes a question about a whole period of the corpus asks for."""
     from agent.models.corpus import Period, SearchFilters
 
@@ -630,7 +635,7 @@ def scope_tables(result: dict) -> list[Table]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = common.parser(__doc__, strict=True)
-    p.add_argument("--quick", action="store_true", help="10k chunks and 30 queries only (smoke run)")
+    p.add_argument("--quick", action="store_true", help="10k chunks and 30 queries only (a smoke run: writes no docs)")
     p.add_argument("--queries", type=int, help="queries (default 100; with --scopes 40)")
     p.add_argument("--exact-queries", type=int, default=100,
                    help="queries given the exact unfiltered reference at 100k (about 1-2 s each); all of them at 10k")
@@ -665,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         result |= {"seconds": clock.seconds(), "targets": []}
         return common.finish("search.py", argv, args, f"filtered-scopes-{args.chunks}", result, scope_markdown, scope_tables)
     args.queries = args.queries or 100
+    args.no_write = args.no_write or args.quick
     with common.private_stack(args.data_dir, **env) as ctx:
         result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
     result["seconds"] = clock.seconds()

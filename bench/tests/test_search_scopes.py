@@ -33,7 +33,7 @@ def test_the_scopes_span_every_company_of_a_period():
 def test_forcing_the_index_path_puts_the_rule_back_even_on_error():
     rule = filtered_hnsw.scope_is_large
     with pytest.raises(RuntimeError), search.every_scope_large(True):
-        assert filtered_hnsw.scope_is_large(None, "t", None, {}) is True
+        assert filtered_hnsw.scope_is_large(None, "t", None, {}) is True  # type: ignore[arg-type]
         raise RuntimeError
     assert filtered_hnsw.scope_is_large is rule
     with search.every_scope_large(False):
