@@ -64,7 +64,7 @@ def _failure(what: str, exc: Exception) -> str:
 
 
 # Inline ingest embeds several documents in one call: a document of 80 chunks leaves the embedder's parallel
-# batches half idle at its end, a window of 256 keeps them full (44 -> 58+ chunks/s, docs/benchmarks.md)
+# batches half idle at its end, a window of 256 keeps them full (bench/ingest.py measures inline ingest)
 INLINE_WINDOW_CHUNKS = 256
 
 Embedded = tuple[np.ndarray | None, str | None]  # the vectors, or why there are none
