@@ -8,6 +8,7 @@ import redis.asyncio as aioredis
 from fastapi import Request
 
 from agent.context import Context
+from agent.services import service_urls
 from agent.settings import Settings, get_settings
 from agent.submission import Dispatcher
 from finagent.models import Readiness
@@ -32,12 +33,10 @@ class Runtime:
 
     @cached_property
     def ctx(self) -> Context:
-        from workers.app import context
-
-        shared = context()
+        urls = service_urls(get_settings())
         # the API's own pool, whose checkouts give up after api_db_wait_s; an app built for given settings (api keys,
-        # limits) keeps them, on the same servers
-        return Context(self.settings, shared.database_url, shared.redis_url, db_wait_s=self.settings.api_db_wait_s)
+        # limits) keeps them, on the same servers as the workers
+        return Context(self.settings, urls.database_url, urls.redis_url, db_wait_s=self.settings.api_db_wait_s)
 
     @cached_property
     def dispatcher(self) -> Dispatcher:

@@ -89,7 +89,7 @@ TOPICS = (
 ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth"}
 
 
-# --- pure helpers (tests/unit/test_bench_batch.py) -----------------------------------------------
+# --- pure helpers (bench/tests/test_batch.py) -----------------------------------------------
 
 def make_questions(periods: list[tuple[str, int, int]], n: int, seed: int = 7) -> list[str]:
     """n distinct questions over the corpus's (ticker, fiscal year, quarter)s: template x topic x (ticker, period).

@@ -1,6 +1,6 @@
 """The topology, defined once: queues, every task's name and queue, and the worker processes that
 consume them. The coordinator's dispatch, Celery's `task_routes`, the local workers (`ops/local/worker_pool.py`)
-and `docker-compose.yml` (checked by tests/unit/test_topology.py) all follow it.
+and `docker-compose.yml` (checked by tests/unit/workers/test_topology.py) all follow it.
 
 Queues: `coordinator` (short state-machine steps), `search` (database and embedding), `llm`
 (network-bound provider calls), `batch` (every task of an overnight batch job, and bulk

@@ -18,7 +18,7 @@ from agent.models.job import JobRequest
 from agent.submission import InvalidRequest, check_request
 from api_stub.asgi import create_app
 from api_stub.runtime import Runtime
-from tests.unit.test_bad_requests import BAD_JOBS, QUESTION
+from tests.unit.agent.test_bad_requests import BAD_JOBS, QUESTION
 
 pytestmark = pytest.mark.integration
 
