@@ -11,6 +11,7 @@ as on the production image (pgvector/pgvector:pg16: 0.8).
 from __future__ import annotations
 
 import threading
+import time
 
 from psycopg import sql
 
@@ -23,7 +24,13 @@ SETTINGS = {"hnsw.iterative_scan": "strict_order"}
 # for 1-3 ms more (bench/search.py --scopes, 2026-11-26)
 EF_SEARCH = 400
 
+# A scope's size changes only when documents are ingested, and a stale answer only picks the other correct path
+# (exact or iterative), so the count is kept this long per (server, table, filter) instead of run before every search
+SCOPE_TTL_S = 300.0
+_SCOPE_CACHE_MAX = 4096
+
 _versions: dict[str, tuple[int, ...]] = {}
+_scopes: dict[tuple, tuple[float, bool]] = {}
 _lock = threading.Lock()
 
 
@@ -46,8 +53,29 @@ def has_iterative_scans(version: tuple[int, ...]) -> bool:
     return version[:2] >= MIN_VERSION
 
 
-def scope_is_large(pool, table: str, where: sql.Composable, params: dict, rows: int = MIN_SCOPE_ROWS) -> bool:
-    """Whether the filter selects more than `rows` rows, counted through the filter's index only that far."""
+def _params_key(params: dict) -> tuple:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
+
+
+def scope_is_large(pool, table: str, where: sql.Composable, params: dict, rows: int = MIN_SCOPE_ROWS,
+                   now: float | None = None) -> bool:
+    """Whether the filter selects more than `rows` rows (counted through the filter's index only that far), read
+    from the server at most once per SCOPE_TTL_S for the same filter."""
+    now = time.monotonic() if now is None else now
+    key = (str(getattr(pool, "conninfo", id(pool))), table, repr(where), _params_key(params), rows)
+    with _lock:
+        hit = _scopes.get(key)
+    if hit is not None and now - hit[0] < SCOPE_TTL_S:
+        return hit[1]
+    large = _count_exceeds(pool, table, where, params, rows)
+    with _lock:
+        if len(_scopes) >= _SCOPE_CACHE_MAX:
+            _scopes.clear()
+        _scopes[key] = (now, large)
+    return large
+
+
+def _count_exceeds(pool, table: str, where: sql.Composable, params: dict, rows: int) -> bool:
     query = sql.SQL("SELECT count(*) AS n FROM (SELECT 1 FROM {t} {where} LIMIT {cap}) s").format(
         t=sql.Identifier(table), where=where, cap=sql.Literal(rows + 1))
     with pool.connection() as conn:

@@ -85,3 +85,18 @@ def test_an_iterative_scan_searches_with_a_wider_beam_than_the_tables(monkeypatc
     assert hybrid._ef_search(pool, "transcript", 900, filtered_hnsw.SETTINGS) == 900  # never fewer than asked for
     monkeypatch.setitem(hybrid._sizes, (pool.conninfo, "transcript"), (2_000_000.0, time.monotonic()))
     assert hybrid._ef_search(pool, "transcript", 60, filtered_hnsw.SETTINGS) == max(hybrid.EF_SEARCH_LARGE, filtered_hnsw.EF_SEARCH)
+
+
+def test_a_scopes_size_is_counted_once_per_ttl_for_the_same_filter():
+    pool = _Pool("0.8.0", 300)
+    where, params = _where(SearchFilters(fiscal_years=[2031]))
+    counts = lambda: sum("count(*)" in s for s in pool.statements)
+    assert not filtered_hnsw.scope_is_large(pool, "transcript_chunks", where, params, now=1000.0)
+    pool.scope_rows = filtered_hnsw.MIN_SCOPE_ROWS + 1  # documents ingested meanwhile
+    assert not filtered_hnsw.scope_is_large(pool, "transcript_chunks", where, params, now=1001.0)
+    assert counts() == 1
+    other_where, other_params = _where(SearchFilters(fiscal_years=[2032]))
+    assert filtered_hnsw.scope_is_large(pool, "transcript_chunks", other_where, other_params, now=1001.0)
+    assert counts() == 2
+    assert filtered_hnsw.scope_is_large(pool, "transcript_chunks", where, params, now=1000.0 + filtered_hnsw.SCOPE_TTL_S)
+    assert counts() == 3
