@@ -146,7 +146,11 @@ def test_a_call_sent_after_waiting_is_counted(router, server, monkeypatch):
     monkeypatch.setattr(metrics, "count_throttled", lambda batch, outcome: counted.append((batch, outcome)))
     llm = make_llm(make_settings(llm_requests_per_minute=1, llm_cache_ttl_s=0),
                    fakeredis.FakeRedis(server=server, decode_responses=True))
-    llm.limiter.window_s = 0.5  # the test-only window: a slot frees up half a second after the first call
+    # the limiter's own clock, advanced only by its sleeps: the second call must wait however slow the first one was
+    clock = Clock()
+    llm.limiter.clock, llm.limiter.window_s = clock, 20.0  # within the 30 s a call may wait
+    wait = llm.limiter.wait
+    monkeypatch.setattr(llm.limiter, "wait", lambda *a, **k: wait(*a, **k, sleep=clock.sleep))
     llm.plan(plan_req())
     assert counted == []
     llm.plan(plan_req())
