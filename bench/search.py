@@ -439,7 +439,7 @@ def markdown(result: dict, command: str) -> str:
                 f"{result['minilm_agreement_cosine_p5']})." if result.get("minilm_agreement_cosine_mean") else "")
     buffers = f" (shared_buffers {result['pg_shared_buffers']})" if result.get("pg_shared_buffers") else ""
     return (f"## {title}\n\nMeasured {common.today()} on {result['cpu_count']} CPUs ({result['platform']}, load "
-            f"average {result['load_avg_1m_start']}), {result['queries']} queries, embedded Postgres 16 + pgvector "
+            f"average {result['load_avg_1m_start']}), {result['queries']} queries, embedded Postgres {result.get('postgres', '16')} + pgvector "
             f"{result['pgvector']}{buffers}, in {result['seconds']} s:\n\n"
             f"```\n{command}\n```\n\nTargets: {common.targets_line(result['targets']) or 'none (a stress case)'}. Real "
             f"ingest path (hash embedder, {result['ingest_files']} transcript files): {result['ingest_chunks_per_s']} "
@@ -495,9 +495,12 @@ def growth_plot(result: dict) -> bytes:
     return buf.getvalue()
 
 
-def pgvector_version(ctx) -> str:
+def server_versions(ctx) -> dict[str, str]:
+    """The Postgres server's major version and pgvector's, for the report's header."""
     with ctx.pool.connection() as conn:
-        return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
+        pgvector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()["extversion"]
+        major = conn.execute("SHOW server_version").fetchone()["server_version"].split(".")[0]
+    return {"pgvector": pgvector, "postgres": major}
 
 
 # --- filtered searches over large scopes (--scopes) ------------------------------------------------
@@ -672,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     args.queries = args.queries or 100
     args.no_write = args.no_write or args.quick
     with common.private_stack(args.data_dir, **env) as ctx:
-        result = run(ctx, args, say) | {"pgvector": pgvector_version(ctx)}
+        result = run(ctx, args, say) | server_versions(ctx)
     result["seconds"] = clock.seconds()
     section, targets, _, _ = PROFILES[args.embedder]
     if "1m" in result["sizes"]:  # the longer run keeps its own section beside the default's
