@@ -58,6 +58,25 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
 }
 
 
+class LLMOutputTokens(BaseModel):
+    """The longest reply each LLM role asks for (env FINAGENT_LLM_OUTPUT_TOKENS__<ROLE>), never above
+    llm_max_output_tokens. A model that never stops (a small local one writing a list forever) is cut off there, fails
+    to parse, and is repaired or fails readably. Compose asks for no more than its answer mode's budget either."""
+
+    plan: int = Field(1000, ge=64)
+    extract: int = Field(1500, ge=64)
+    compose: int = Field(4000, ge=64)
+    evaluate: int = Field(1000, ge=64)
+    plan_10k: int = Field(1500, ge=64)
+    select_tables: int = Field(500, ge=64)
+    answer_10k: int = Field(3000, ge=64)
+    evaluate_10k: int = Field(1000, ge=64)
+
+
+# the roles whose reply is JSON, which the deprecated llm_json_max_tokens sets at once
+JSON_ROLES = ("plan", "extract", "evaluate", "plan_10k", "select_tables", "evaluate_10k")
+
+
 class LLMRoles(BaseModel):
     planner: str = "gpt-4o-mini"
     generator: str = "gpt-4o-mini"
@@ -115,10 +134,13 @@ class Settings(BaseSettings):
     llm_json_schema: bool | None = None  # deprecated: true is llm_json_mode=json_schema
     # sampling temperature of every LLM call; unset leaves the server's default (0 makes a small local model repeatable)
     llm_temperature: float | None = Field(None, ge=0, le=2)
-    # the longest reply of a structured call (plan, extract, evaluate...) and of a 10-K answer: a model that never
-    # stops (a small local one writing a list forever) is cut off, fails to parse, and is repaired or fails readably
-    llm_json_max_tokens: int = Field(1500, ge=64)
-    llm_answer_max_tokens: int = Field(3000, ge=64)
+    # the longest reply each role asks for (the answer modes' max_tokens budget the evidence that goes in, not this),
+    # and the most output tokens the endpoint's models allow: no request asks for more (hosted models refuse it)
+    llm_output_tokens: LLMOutputTokens = LLMOutputTokens()
+    llm_max_output_tokens: int = Field(16384, ge=64)
+    # deprecated: set every JSON role's / answer_10k's llm_output_tokens that is not set itself
+    llm_json_max_tokens: int | None = Field(None, ge=64)
+    llm_answer_max_tokens: int | None = Field(None, ge=64)
     llm_script_path: Path | None = None  # scripted provider (tests): JSON of canned role outputs
     llm_latency_s: float = 0.0  # injected per-call latency, for benchmarks only
     # LLM calls in flight at once in one worker process (0: as many as its threads). Below the thread count, the
@@ -254,6 +276,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _output_tokens_aliases(self) -> Settings:
+        own = self.llm_output_tokens.model_fields_set
+        aliases = {role: self.llm_json_max_tokens for role in JSON_ROLES} | {"answer_10k": self.llm_answer_max_tokens}
+        update = {role: tokens for role, tokens in aliases.items() if tokens is not None and role not in own}
+        if update:
+            self.llm_output_tokens = self.llm_output_tokens.model_copy(update=update)
+        return self
+
+    @model_validator(mode="after")
     def _json_schema_alias(self) -> Settings:
         if self.llm_json_schema and "llm_json_mode" not in self.model_fields_set:
             self.llm_json_mode = "json_schema"
@@ -302,6 +333,10 @@ class Settings(BaseSettings):
 
     def metrics_path(self) -> Path:
         return self.metrics_dir or self.data_dir / "metrics"
+
+    def output_tokens(self, role: str) -> int:
+        """The most output tokens an LLM role's request may ask for: its own cap, within the model's limit."""
+        return min(getattr(self.llm_output_tokens, role), self.llm_max_output_tokens)
 
     def mode(self, mode: AnswerMode | str) -> ModeConfig:
         return self.modes[AnswerMode(mode)]

@@ -14,10 +14,14 @@ Why each number:
   limit's longest wait (`RATE_LIMIT_MAX_WAIT_S`, only when a limit is on), the injected benchmark latency (up to
   `llm_timeout_s`: a modelled provider slower than the client would wait for is a stuck one, which the soft limit
   is there to catch), then `REQUESTS_PER_ROLE_CALL` requests (the call and one structured-output repair), each up
-  to 1 + `max_tool_retries` SDK attempts of `llm_timeout_s` with the SDK's backoff (`SDK_RETRY_WAIT_S`, its longest
-  exponential step) between them; plus `LOCAL_WORK_S` for prompts, rows and the offline providers' own work.
-  A server whose Retry-After asks for longer than the SDK backoff can push a call over: it is cut and retried.
+  to `llm_attempts` = 1 + `max_tool_retries` SDK attempts of `llm_timeout_s` with the SDK's backoff
+  (`SDK_RETRY_WAIT_S`, its longest exponential step) between them; plus `LOCAL_WORK_S` for prompts, rows and the
+  offline providers' own work. The SDK owns those retries: the task does not retry an error the SDK gave up with,
+  nor a soft limit that broke off its attempts (tasks/fanout.py, agent/infra/client_retries.py), so one execution's
+  budget is all the attempts a request ever gets. A server whose Retry-After asks for longer than the SDK backoff
+  can push a call over: it is cut, and fails with the attempts it made.
 - news waits on Tavily: 1 + `max_tool_retries` requests of `NEWS_TIMEOUT_S` (TavilyNews's timeout) with its backoff.
+  TavilyNews owns those retries: a news search that fails is stored with its reason, never raised to the task.
 - search waits on one hybrid query and the query's embedding: `SEARCH_S` covers a cold worker loading the local
   model; the OpenAI embedder adds its own attempts (`REMOTE_EMBED_ATTEMPTS`) of `llm_timeout_s`.
 - 10-K retrieval is a search plus the slot's LLM calls (table selection, a rare routing fix). Its budget is the worst
@@ -112,12 +116,17 @@ DRIVERS: dict[LimitKind, tuple[str, ...]] = {
 }
 
 
+def llm_attempts(settings: LimitInputs) -> int:
+    """The HTTP attempts of one LLM request, the SDK's retries included: all it gets, whichever task runs it."""
+    return 1 + settings.max_tool_retries
+
+
 def role_call_s(settings: LimitInputs) -> float:
     """The longest one LLM role call can take while its provider still answers within its timeouts."""
     rate_wait = RATE_LIMIT_MAX_WAIT_S if settings.llm_requests_per_minute or settings.llm_tokens_per_minute else 0.0
     latency = min(settings.llm_latency_s, settings.llm_timeout_s)
-    retries = settings.max_tool_retries
-    request = (1 + retries) * settings.llm_timeout_s + retries * SDK_RETRY_WAIT_S
+    attempts = llm_attempts(settings)
+    request = attempts * settings.llm_timeout_s + (attempts - 1) * SDK_RETRY_WAIT_S
     return rate_wait + latency + REQUESTS_PER_ROLE_CALL * request
 
 

@@ -1,5 +1,8 @@
 """What every fan-out task shares: retries by error class through Celery's own retry, and a chord
-that always completes (a task that finally fails stores a FailedOutput under its key instead)."""
+that always completes (a task that finally fails stores a FailedOutput under its key instead).
+
+A failure the service's client already retried (the openai SDK, agent/infra/client_retries.py) is not retried again
+here: one layer owns the retries, so an LLM request makes at most 1 + max_tool_retries HTTP attempts in all."""
 from __future__ import annotations
 
 import logging
@@ -13,6 +16,7 @@ from celery.utils.time import get_exponential_backoff_interval
 
 from agent.context import Context
 from agent.infra.breaker import CircuitOpenError
+from agent.infra.client_retries import retried_by_client, task_may_retry
 from agent.infra.error_classes import classify_error, retry_after_s
 from agent.infra.ratelimit import BATCH_CALL, RateLimitedError
 from agent.models.steps import FailedOutput
@@ -54,17 +58,19 @@ class JobTask(Task):
         try:
             return work(ctx, job_id, iteration, call)
         except Exception as exc:
+            retried = retried_by_client(exc)  # read before the soft limit's conversion, which drops the client's mark
             exc = soft_time_limit_behind(exc, self.soft_time_limit) or exc  # a retryable timeout naming the limit
             scrub_exception(exc)  # before Celery stores it (retry state, task events) or anything logs it
             error_class = classify_error(exc)
             limit = THROTTLED_RETRIES if isinstance(exc, RateLimitedError) else min(self.max_retries, ctx.settings.max_tool_retries)
-            if error_class in RETRYABLE and retries < limit:
+            if task_may_retry(error_class, retried, retries=retries, limit=limit, retryable=RETRYABLE):
                 countdown = retry_countdown(exc, retries, ctx.settings.tool_retry_backoff_s)
                 log.warning("%s failed (%s), retry %d in %.1fs", key, error_class, retries + 1, countdown)
                 raise self.retry(exc=exc, countdown=countdown, max_retries=limit) from exc
-            log.exception("%s failed for good (%s)", key, error_class)
+            note = retried.note() if retried is not None else ""
+            log.exception("%s failed for good (%s)%s", key, error_class, note)
             jobstore.put_output(ctx.pool, job_id, key, FailedOutput(
-                error=redact(f"{type(exc).__name__}: {exc}")[:500], error_class=error_class, retries=retries))
+                error=redact(f"{type(exc).__name__}: {exc}")[:500 - len(note)] + note, error_class=error_class, retries=retries))
             return None
         finally:
             BATCH_CALL.reset(batch_token)
@@ -87,7 +93,7 @@ def soft_time_limit_behind(exc: BaseException, soft_s: float | None) -> SoftTime
 
 def retry_countdown(exc: BaseException, retries: int, base_s: float) -> float:
     """Exponential backoff with jitter (base, 2 x base, ...). A server that said when to come back (a 429's or 503's
-    Retry-After, after the SDK's own retries gave up) is not asked again sooner: the wait is at least its Retry-After
+    Retry-After on an error no client retried itself) is not asked again sooner: the wait is at least its Retry-After
     (capped at errors.MAX_RETRY_AFTER_S) plus jitter, so workers retrying together do not arrive at the same instant.
     A call refused by an open circuit breaker waits until the breaker lets a trial through, so the retries outlast a
     short provider outage. A call the rate limit kept waiting comes back when its slot should be free, not after a

@@ -19,6 +19,7 @@ import requests
 from pydantic import BaseModel, Field
 
 from agent.infra.breaker import CircuitBreaker, CircuitOpenError
+from agent.infra.client_retries import mark_retried
 from agent.infra.error_classes import classify_error
 from agent.models.research import Evidence
 from agent.redact import MASK, redact
@@ -215,6 +216,7 @@ class TavilyNews:
                 raise
             except Exception as exc:
                 if attempt >= self.max_retries or classify_error(exc) not in RETRYABLE:
+                    mark_retried(exc, "news", attempt + 1)  # this loop owns the retries: a task must not add its own
                     raise
                 log.info("news search attempt %d failed (%s); retrying", attempt + 1, classify_error(exc))
                 time.sleep(self.backoff_s * 2 ** attempt)

@@ -1,7 +1,8 @@
 """Real workers with FINAGENT_LLM_PROVIDER=openai against the fault-injecting OpenAI-compatible server
 (tests/support/fault_llm.py): a clean endpoint answers a job end to end over HTTP; an endpoint that fails about 30% of
 calls with every kind of fault still ends every job completed or failed with a reason, and the server's records and
-the ledgers show the SDK's retries, the Celery retries, the one structured-output repair and the shared breaker."""
+the ledgers show the SDK's retries (the task adds none of its own for the endpoint's errors), the one structured-output
+repair and the shared breaker."""
 from __future__ import annotations
 
 import threading
@@ -73,7 +74,8 @@ def test_a_faulty_provider_ends_every_job_completed_or_failed_with_a_reason(ctx,
     from tasks.dispatch import CeleryDispatcher
 
     with FaultLLMServer(seed=7, hold_s=4.0) as srv:
-        # one SDK retry and one Celery retry per call, a breaker that opens after 2 failed role calls for 3 s
+        # one SDK retry per call (and no Celery retry of what it gave up on), a breaker that opens after 2 failed role
+        # calls for 3 s
         workers_with(**provider_env(srv, FINAGENT_MAX_TOOL_RETRIES="1", FINAGENT_CIRCUIT_BREAKER_THRESHOLD="2",
                                     FINAGENT_CIRCUIT_BREAKER_RESET_S="3"))
         srv.set_faults(rate=0.3, kinds=ALL_FAULTS)
@@ -110,13 +112,13 @@ def test_a_faulty_provider_ends_every_job_completed_or_failed_with_a_reason(ctx,
 
 
 def test_an_outage_fails_one_job_readably_and_the_shared_breaker_holds_the_next_until_it_recovers(ctx, sample_corpus, workers_with):
-    """Four 503s in a row: the first job's planner fails twice (after the SDK's retry each time), which opens the
-    breaker, and the job fails naming the error; the next job's planner is refused by the open breaker without a
-    request, its task waits for the breaker's trial, and it completes."""
+    """Two 503s in a row: the first job's planner fails after the SDK's retry (the task does not retry it again),
+    which opens the breaker, and the job fails naming the error; the next job's planner is refused by the open breaker
+    without a request, its task waits for the breaker's trial, and it completes."""
     with FaultLLMServer(seed=3) as srv:
-        workers_with(**provider_env(srv, FINAGENT_MAX_TOOL_RETRIES="1", FINAGENT_CIRCUIT_BREAKER_THRESHOLD="2",
+        workers_with(**provider_env(srv, FINAGENT_MAX_TOOL_RETRIES="1", FINAGENT_CIRCUIT_BREAKER_THRESHOLD="1",
                                     FINAGENT_CIRCUIT_BREAKER_RESET_S="3"))
-        srv.set_faults(script=["server_503"] * 4)
+        srv.set_faults(script=["server_503"] * 2)
         with BreakerWatch(ctx.redis, f"llm:{srv.url.split('/')[2]}") as breaker:
             failed, _ = run_job(ctx, question="What did NVDA report about revenue last quarter?", mode="direct")
             calls_before = len(srv.chat_calls())
@@ -125,8 +127,8 @@ def test_an_outage_fails_one_job_readably_and_the_shared_breaker_holds_the_next_
     assert failed.status == "failed" and failed.result.error_class == "system"
     assert failed.result.error.startswith("The planner failed (system error): InternalServerError") and "overloaded" in failed.result.error
     [plan_row] = [r for r in load_ledger(ctx.pool, failed.id) if r["tool"] == "llm.plan"]
-    assert plan_row["retries"] == 1 and plan_row["error_class"] == "system"
-    assert [c.fault for c in calls[:calls_before]] == ["server_503"] * 4 and len(breaker.openings) == 1
+    assert plan_row["retries"] == 0 and plan_row["error_class"] == "system"
+    assert [c.fault for c in calls[:calls_before]] == ["server_503"] * 2 and len(breaker.openings) == 1
     assert recovered.status == "completed" and recovered.result.citations
     [retried_plan] = [r for r in load_ledger(ctx.pool, recovered.id) if r["tool"] == "llm.plan"]
     assert retried_plan["retries"] == 1 and retried_plan["error_class"] is None  # refused once by the breaker, then served

@@ -19,6 +19,8 @@ speaking enough of the OpenAI API for finagent's `openai` provider and the real 
                                                   # that does not support it (srv.reject_status, default 500)
         srv.owned_by = "me"                       # what GET /v1/models reports as owned_by (llama-cpp-python: "me")
         srv.require_key = "sk-right"              # any other bearer key gets 401 (OpenAI's "Incorrect API key provided")
+        srv.max_output_tokens = 16384             # a request asking for more (max_tokens / max_completion_tokens) gets
+                                                  # 400, as a hosted model answers it; CallRecord.output_tokens: what it asked
 
 Faults (ALL_FAULTS):
 - timeout: hold the request for `hold_s` (default 5 s; set a shorter FINAGENT_LLM_TIMEOUT_S in the client), then answer
@@ -83,11 +85,22 @@ class CallRecord:
     response_format: dict[str, Any] | None
     extra: dict[str, Any]  # every other body field (max_tokens, format, ...)
     form: str  # one of FORMS
-    fault: str  # "ok", one of ALL_FAULTS, "rejected" (the form was in reject_forms) or "unauthorized" (require_key)
+    fault: str  # "ok", one of ALL_FAULTS, "rejected" (the form was in reject_forms), "unauthorized" (require_key)
+    # or "too_many_tokens" (above max_output_tokens)
     status: int  # HTTP status sent; 0 when the connection was reset
     retry_count: int  # the SDK's x-stainless-retry-count header: 0 on a first attempt
     content: str = ""  # the assistant content sent (200 only)
     at: float = field(default_factory=time.monotonic)
+
+    @property
+    def output_tokens(self) -> int | None:
+        """The most output tokens the request asked for (None: it set no cap)."""
+        return requested_output_tokens(self.extra)
+
+
+def requested_output_tokens(body: dict[str, Any]) -> int | None:
+    asked = body.get("max_completion_tokens", body.get("max_tokens"))
+    return int(asked) if isinstance(asked, (int, float)) else None
 
 
 def request_form(body: dict[str, Any]) -> str:
@@ -133,6 +146,7 @@ class FaultLLMServer:
         self.reject_forms: set[str] = set()
         self.reject_status = 500
         self.require_key: str | None = None
+        self.max_output_tokens: int | None = None
         self.calls: list[CallRecord] = []
         self.url = ""
         self._rng = random.Random(seed)
@@ -231,6 +245,12 @@ class FaultLLMServer:
         if form in self.reject_forms:
             self._record(**base, fault="rejected", status=self.reject_status)
             return handler.send_json(self.reject_status, _error(REJECTION_MESSAGES[form], "invalid_request_error"))
+        asked = requested_output_tokens(body)
+        if self.max_output_tokens is not None and asked is not None and asked > self.max_output_tokens:
+            self._record(**base, fault="too_many_tokens", status=400)
+            return handler.send_json(400, _error(
+                f"max_tokens is too large: {asked}. This model supports at most {self.max_output_tokens} completion "
+                f"tokens, whereas you provided {asked}.", "invalid_request_error", "invalid_value"))
         fault = self._draw(role)
         if fault == "reset":
             self._record(**base, fault=fault, status=0)

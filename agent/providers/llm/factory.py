@@ -1,9 +1,10 @@
 """Build the configured LLM provider. Outermost first:
 
-    in-flight limit -> delayed (benchmarks only) -> cached -> rate-limited -> guarded (openai) -> provider
+    output caps -> in-flight limit -> delayed (benchmarks only) -> cached -> rate-limited -> guarded (openai) -> provider
 
-A cache hit spends nothing, so it is answered before the shared rate limit is consulted; the limiter stays
-outside the circuit breaker, so a call it holds back is never counted as the endpoint failing.
+The output caps come first, so the cache keys on, and the rate limiter reserves, the request as it is sent. A cache
+hit spends nothing, so it is answered before the shared rate limit is consulted; the limiter stays outside the
+circuit breaker, so a call it holds back is never counted as the endpoint failing.
 """
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from pydantic import BaseModel
+
+from agent.providers.llm.roles import ROLES
 from agent.settings import Settings
 
 if TYPE_CHECKING:
     from agent.infra.ratelimit import RateLimiter
     from agent.providers.llm.roles import LLMProvider
-
-ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
 
 
 class RoleProxy:
@@ -37,6 +39,23 @@ class RoleProxy:
         if role not in ROLES:
             return fn
         return lambda *args, **kwargs: self.around(role, fn, *args, **kwargs)
+
+
+class OutputCappedProvider(RoleProxy):
+    """A request that states its longest reply (compose's max_tokens, the answer mode's budget) asks for no more than
+    its role's output cap (settings.output_tokens): deep_search's 20,000 would be refused by a model that writes at
+    most 16,384, as a parameter error that is never retried."""
+
+    def __init__(self, inner, settings: Settings):
+        super().__init__(inner)
+        self.caps = {role: settings.output_tokens(role) for role in ROLES}
+
+    def around(self, role, fn, *args, **kwargs):
+        if args and isinstance(args[0], BaseModel) and isinstance(getattr(args[0], "max_tokens", None), int):
+            req = args[0]
+            if req.max_tokens > self.caps[role]:  # type: ignore[attr-defined]
+                args = (req.model_copy(update={"max_tokens": self.caps[role]}), *args[1:])
+        return fn(*args, **kwargs)
 
 
 class DelayedProvider(RoleProxy):
@@ -162,5 +181,7 @@ def make_llm(settings: Settings, redis=None):
     # the injected latency stays outside the cache: a benchmark's calls keep their cost even when answered from it
     if settings.llm_latency_s > 0:
         provider = DelayedProvider(provider, settings.llm_latency_s)
-    # outermost: a slot is held for the whole remote call, the modelled latency included
-    return InFlightLimitedProvider(provider, settings.llm_max_in_flight) if settings.llm_max_in_flight else provider
+    # a slot is held for the whole remote call, the modelled latency included
+    if settings.llm_max_in_flight:
+        provider = InFlightLimitedProvider(provider, settings.llm_max_in_flight)
+    return OutputCappedProvider(provider, settings)

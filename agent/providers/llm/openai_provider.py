@@ -4,11 +4,13 @@ One model per role (settings.llm_models): planner -> plan, plan_10k and select_t
 and answer_10k; evaluator -> evaluate and evaluate_10k.
 plan, extract, evaluate and the structured 10-K roles ask for JSON in the endpoint's structured-output form
 (settings.llm_json_mode, json_modes.py) and validate it against a pydantic model, with one repair retry (structured.py);
-compose (capped by max_tokens) and answer_10k return plain markdown.
+compose and answer_10k return plain markdown. Every request asks for at most its role's output cap
+(settings.output_tokens: llm_output_tokens within llm_max_output_tokens); compose also no more than its request's.
 
 Transient HTTP errors (timeouts, resets, 408/409/429/5xx) are retried by the SDK, max_retries = settings.max_tool_retries,
-with exponential backoff and jitter that honours a Retry-After up to 60 s; when the SDK gives up, the task's own retry
-(tasks/fanout.py) waits at least the server's Retry-After. A caller's error (400, 401, 403, 404, 422) is never retried.
+with exponential backoff and jitter that honours a Retry-After up to 60 s, and by nothing else: the error the SDK gives
+up with is marked (attempts.py), and the task around the call does not retry it (agent/infra/client_retries.py), so a
+request makes at most 1 + max_tool_retries HTTP attempts. A caller's error (400, 401, 403, 404, 422) is never retried.
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from agent.models.tenk import (
     TenKPlanRequest,
 )
 from agent.providers.llm import prompts
+from agent.providers.llm.attempts import http_client, sdk_call
 from agent.providers.llm.json_modes import JsonForms, JsonMode
-from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
+from agent.providers.llm.roles import ROLES, ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import StructuredOutputError, T, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
 
@@ -52,7 +55,7 @@ class OpenAIProvider:
 
     def __init__(self, settings: Settings, *, json_mode: JsonMode | None = None, client: OpenAI | None = None):
         self.models = settings.llm_models.model_copy()
-        self.json_max_tokens, self.answer_max_tokens = settings.llm_json_max_tokens, settings.llm_answer_max_tokens
+        self.output_tokens = {role: settings.output_tokens(role) for role in ROLES}
         self.json_forms = JsonForms(json_mode or settings.llm_json_mode, settings.llm_base_url)
         self.temperature: float | Omit = omit if settings.llm_temperature is None else settings.llm_temperature
         # the response cache keys on the endpoint, the models and the sampling: another model must not answer from it
@@ -64,11 +67,12 @@ class OpenAIProvider:
             api_key=api_key_for(settings),
             timeout=settings.llm_timeout_s,
             max_retries=settings.max_tool_retries,
+            http_client=http_client(settings.llm_timeout_s),
         )
 
     def _json(self, role: str, model: str, messages: prompts.Messages, schema: type[T]) -> tuple[T, Usage]:
         return complete_json(self.client, role=role, model=model, messages=messages, schema=schema, forms=self.json_forms,
-                             temperature=self.temperature, max_tokens=self.json_max_tokens)
+                             temperature=self.temperature, max_tokens=self.output_tokens[role])
 
     # ---------- plan ----------
     def plan(self, req: PlanRequest) -> tuple[ResearchPlan, Usage]:
@@ -102,9 +106,11 @@ class OpenAIProvider:
 
     # ---------- compose ----------
     def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]:
+        if req.max_tokens > self.output_tokens["compose"]:  # the prompt states the length the request asks for
+            req = req.model_copy(update={"max_tokens": self.output_tokens["compose"]})
         messages = prompts.compose_messages(req)
-        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, max_tokens=req.max_tokens,
-                                                   temperature=self.temperature)
+        resp = sdk_call(self.client.chat.completions.create, model=self.models.generator, messages=messages,
+                        max_tokens=req.max_tokens, temperature=self.temperature)
         usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:
@@ -150,8 +156,8 @@ class OpenAIProvider:
 
     def answer_10k(self, req: TenKAnswerRequest) -> tuple[Answer, Usage]:
         messages = prompts.tenk_answer_messages(req)
-        resp = self.client.chat.completions.create(model=self.models.generator, messages=messages, temperature=self.temperature,
-                                                   max_tokens=self.answer_max_tokens)
+        resp = sdk_call(self.client.chat.completions.create, model=self.models.generator, messages=messages,
+                        temperature=self.temperature, max_tokens=self.output_tokens["answer_10k"])
         usage = add_usage(Usage(model=self.models.generator), resp, messages)
         text = reply_text(resp).strip()
         if not text:

@@ -12,6 +12,9 @@ from pydantic import BaseModel, Field
 from agent.models.corpus import Company
 from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings, Usage
 
+# every role a provider answers (the pipeline's four and the 10-K agent's); settings.llm_output_tokens has one cap each
+ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
+
 
 class PlanRequest(BaseModel):
     question: str
@@ -38,7 +41,7 @@ class ComposeRequest(BaseModel):
     findings: list[ScopeFindings]
     evidence: list[Evidence]
     markers: dict[str, str]
-    max_tokens: int
+    max_tokens: int  # the longest answer: the mode's budget, within the compose role's output cap (factory.py)
     working_memory: str | None = None
     feedback: str | None = None
     news_summary: str | None = None  # the news service's own summary: untrusted, not citable

@@ -1,10 +1,11 @@
 """Schema-validated JSON from an OpenAI-compatible chat model, with one model-level repair retry.
 
 Transient HTTP failures (timeouts, connection resets, 429, 5xx) are retried by the SDK itself (`max_retries`,
-honouring Retry-After); this module asks for the schema in the endpoint's structured-output form (json_modes.py),
-re-sends once in plain json_object form when the server rejects that form, and corrects a reply that is not valid
-JSON for the schema (prose, JSON cut short, a missing field or a wrong type): it sends the validation errors back
-once and asks for corrected JSON, then gives up with StructuredOutputError.
+honouring Retry-After) and by nothing else (attempts.sdk_call marks the error it gives up with); this module asks for
+the schema in the endpoint's structured-output form (json_modes.py), re-sends once in plain json_object form when the
+server rejects that form, and corrects a reply that is not valid JSON for the schema (prose, JSON cut short, a missing
+field or a wrong type): it sends the validation errors back once and asks for corrected JSON, then gives up with
+StructuredOutputError.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from agent.models.research import Usage
+from agent.providers.llm.attempts import sdk_call
 from agent.providers.llm.json_modes import JsonForms, request_kwargs
 from agent.providers.llm.tokens import count_messages, count_tokens
 
@@ -23,7 +25,7 @@ T = TypeVar("T", bound=BaseModel)
 
 # A cap on a JSON reply: every role's answer fits in a few hundred tokens, and a small model constrained only to "some
 # JSON" can otherwise emit whitespace until its context is full (minutes on a CPU server that serves one request at a time)
-JSON_MAX_TOKENS = 1500  # the default; the OpenAI provider passes the setting llm_json_max_tokens
+JSON_MAX_TOKENS = 1500  # the default; the OpenAI provider passes its role's settings.output_tokens
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
 
@@ -88,7 +90,8 @@ def complete_json(client: Any, *, role: str, model: str, messages: list[ChatComp
         kwargs = {"max_tokens": JSON_MAX_TOKENS} | create_kwargs
         while True:
             try:
-                return client.chat.completions.create(model=model, messages=convo, **request_kwargs(form, schema), **kwargs)
+                return sdk_call(client.chat.completions.create, model=model, messages=convo, **request_kwargs(form, schema),
+                                **kwargs)
             except Exception as exc:
                 lower = forms.fall_back(form, exc) if forms else None
                 if lower is None:

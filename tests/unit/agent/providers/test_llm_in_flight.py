@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from agent.providers.llm.factory import DelayedProvider, InFlightLimitedProvider, make_llm
+from agent.providers.llm.factory import DelayedProvider, InFlightLimitedProvider, OutputCappedProvider, make_llm
 from agent.settings import Settings
 
 
@@ -51,7 +51,8 @@ def test_a_call_that_raises_gives_its_slot_back():
     assert limited.slots.acquire(timeout=0.1)
 
 
-def test_the_limit_is_outermost_and_off_by_default():
-    assert not isinstance(make_llm(Settings(llm_provider="extractive")), InFlightLimitedProvider)
+def test_the_limit_is_outermost_but_for_the_output_caps_and_off_by_default():
+    assert not isinstance(make_llm(Settings(llm_provider="extractive")).inner, InFlightLimitedProvider)
     llm = make_llm(Settings(llm_provider="extractive", llm_max_in_flight=3, llm_latency_s=0.5))
-    assert isinstance(llm, InFlightLimitedProvider) and isinstance(llm.inner, DelayedProvider)
+    assert isinstance(llm, OutputCappedProvider)
+    assert isinstance(llm.inner, InFlightLimitedProvider) and isinstance(llm.inner.inner, DelayedProvider)

@@ -250,3 +250,18 @@ def test_clean_text():
     assert clean_text(None, 10) == "" and clean_text(42, 10) == ""
     capped = clean_text("word " * 100, 50)
     assert len(capped) <= 50 and capped.endswith("…")
+
+
+def test_the_client_owns_the_retries_and_a_failed_search_never_raises(redis):
+    """1 + max_retries requests, then a stored error: nothing reaches the task to retry again. `fetch`, which raises,
+    marks its error as retried by the news client, so a task around it would not add attempts either."""
+    from agent.infra.client_retries import ClientRetried, retried_by_client
+
+    lenient = CircuitBreaker(redis, "tavily", threshold=50, reset_s=300)
+    http = FakeTavilyHTTP((503, {"detail": {"error": "overloaded"}}))
+    news = tavily(lenient, http, max_retries=2)
+    result = news.search("Azure")
+    assert result.status == "error" and result.error_class == "system" and len(http.requests) == 3
+    with pytest.raises(NewsSearchError) as info:
+        news.fetch("Azure")
+    assert len(http.requests) == 6 and retried_by_client(info.value) == ClientRetried(client="news", attempts=3)

@@ -19,7 +19,7 @@ from respx.mocks import Mocker
 from agent.infra.error_classes import classify_error
 from agent.models.corpus import Company
 from agent.models.research import Answer, Evidence, Finding, ResearchPlan, ScopeFindings
-from agent.providers.llm.factory import make_llm
+from agent.providers.llm.factory import OutputCappedProvider, make_llm
 from agent.providers.llm.openai_provider import OpenAIProvider
 from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import StructuredOutputError
@@ -127,8 +127,10 @@ def test_plan_parses_with_planner_model_and_budget_note(router, provider):
 def test_structured_replies_are_capped_by_the_setting(router):
     route = router.post(URL).mock(return_value=ok("plan_ok.json"))
     OpenAIProvider(make_settings()).plan(plan_req())
-    assert body(route.calls.last)["max_tokens"] == 1500
-    OpenAIProvider(make_settings(llm_json_max_tokens=400)).plan(plan_req())
+    assert body(route.calls.last)["max_tokens"] == 1000  # the planner's default cap
+    OpenAIProvider(make_settings(llm_output_tokens={"plan": 700})).plan(plan_req())
+    assert body(route.calls.last)["max_tokens"] == 700
+    OpenAIProvider(make_settings(llm_json_max_tokens=400)).plan(plan_req())  # the deprecated setting, every JSON role
     assert body(route.calls.last)["max_tokens"] == 400
 
 
@@ -254,7 +256,7 @@ def test_json_schema_response_format_when_enabled(router):
 
 def test_factory_builds_openai_provider():
     llm = make_llm(make_settings())
-    assert isinstance(llm, OpenAIProvider) and llm.name == "openai"
+    assert isinstance(llm, OutputCappedProvider) and isinstance(llm.inner, OpenAIProvider) and llm.name == "openai"
     assert str(llm.client.base_url).rstrip("/") == BASE and llm.client.max_retries == 0
 
 
@@ -351,13 +353,18 @@ def test_the_sdk_waits_for_retry_after(fault_server):
                                                      ("reset", openai.APIConnectionError, "network"),
                                                      ("timeout", openai.APITimeoutError, "network"),
                                                      ("rate_limit", openai.RateLimitError, "rate_limit")])
-def test_a_spent_retry_budget_raises_a_retryable_error(fault_server, fault, error, error_class):
+def test_a_spent_retry_budget_is_final(fault_server, fault, error, error_class):
+    """A transient class, but marked as retried by the SDK: the task around the call adds no attempts of its own."""
+    from agent.infra.client_retries import retried_by_client, task_may_retry
     from tasks.fanout import RETRYABLE
 
     fault_server.set_faults(script=[fault] * 3)
     with pytest.raises(error) as info:
         fault_provider(fault_server).plan(plan_req())
     assert len(fault_server.chat_calls()) == 3 and classify_error(info.value) == error_class in RETRYABLE
+    retried = retried_by_client(info.value)
+    assert retried is not None and (retried.client, retried.attempts) == ("llm", 3)
+    assert not task_may_retry(error_class, retried, retries=0, limit=2, retryable=RETRYABLE)
 
 
 @pytest.mark.parametrize("fault", ["malformed_json", "truncated_json", "off_schema"])
@@ -433,7 +440,8 @@ def test_the_breaker_opens_on_server_failures_after_the_sdks_retries(fault_serve
 
 
 def test_the_tasks_retry_waits_for_retry_after(fault_server):
-    """When the SDK gives up on a 429, the Celery retry's countdown is at least the server's Retry-After (capped)."""
+    """A task retry's countdown is at least a 429's Retry-After (capped). (The task no longer retries what the SDK gave
+    up on; the countdown still honours the header on any error that carries one.)"""
     from agent.infra.error_classes import MAX_RETRY_AFTER_S
     from tasks.fanout import retry_countdown
 
@@ -486,4 +494,4 @@ def test_temperature_is_sent_only_when_set(fault_server):
                                         max_tokens=300))
     sent = [c.extra.get("temperature", "unset") for c in fault_server.chat_calls()]
     assert sent == [0.0, 0.0, "unset", "unset"]
-    assert fault_server.chat_calls()[0].extra["max_tokens"] == 1500  # a JSON reply is capped
+    assert fault_server.chat_calls()[0].extra["max_tokens"] == 1000  # a JSON reply is capped (the planner's cap)
