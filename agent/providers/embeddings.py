@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from agent.infra.client_retries import mark_retried
 from agent.infra.extras import require
 from agent.providers.onnx_embedder import OnnxEmbedder
 from agent.settings import Settings
@@ -102,7 +103,12 @@ class OpenAIEmbedder:
         self.name = f"openai:{self.model}"
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        resp = self.client.embeddings.create(model=self.model, input=texts, dimensions=DIM)
+        try:
+            resp = self.client.embeddings.create(model=self.model, input=texts, dimensions=DIM)
+        except Exception as exc:
+            # the SDK has retried it already: the task around the search must not multiply the attempts
+            mark_retried(exc, "embeddings", self.client.max_retries + 1)
+            raise
         return np.asarray([d.embedding for d in resp.data], dtype=np.float32)
 
 

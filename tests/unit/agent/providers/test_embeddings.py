@@ -137,3 +137,42 @@ def test_make_embedder_torch_backend_is_sentence_transformers():
 def test_embedding_settings_refuse_bad_values_naming_the_variable(field, value, env):
     with pytest.raises(ValidationError, match=env):
         Settings(**{field: value})
+
+
+
+def test_a_remote_embedding_failure_says_the_sdk_retried_it(monkeypatch):
+    """The SDK retries the embedding request itself; the failure it ends with is marked, so the task does not retry it
+    again (one layer owns the retries). Against a local server that answers 503 to everything."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agent.infra.client_retries import retried_by_client
+    from agent.providers.embeddings import OpenAIEmbedder
+
+    posts: list[str] = []
+
+    class Unavailable(BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(503)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        embedder = OpenAIEmbedder(Settings(embedding_provider="openai", llm_api_key="k", llm_timeout_s=5,
+                                           llm_base_url=f"http://127.0.0.1:{server.server_port}/v1"))
+        embedder.client = embedder.client.with_options(max_retries=1)
+        monkeypatch.setattr("openai._base_client.BaseClient._calculate_retry_timeout", lambda *a, **k: 0.0)
+        with pytest.raises(Exception) as raised:
+            embedder.embed(["gross margin"])
+    finally:
+        server.shutdown()
+    mark = retried_by_client(raised.value)
+    assert len(posts) == 2 and mark is not None and mark.client == "embeddings" and mark.attempts == 2
