@@ -23,7 +23,8 @@ from agent.context import Context
 from agent.models.batch import BatchItem, BatchProgress, BatchReport
 from agent.models.job import FINAL_STATUSES, JobRequest, JobResult
 from agent.persistence import batchstore, jobstore
-from agent.submission import Dispatcher, InvalidRequest, check_question, check_request, create, known_tickers
+from agent.submission import Dispatcher, InvalidRequest, cancel, check_question, check_request, create, known_tickers
+from finagent.models import BatchSummary
 
 RETRIED_STATUSES = ("failed",)
 # what an invalid line's question may hold that Postgres text cannot, or a terminal should not, show
@@ -170,6 +171,31 @@ def create_batch(ctx: Context, dispatcher: Dispatcher, name: str, lines: list[Ba
 def find(ctx: Context, name_or_id: str) -> str | None:
     row = batchstore.find_batch(ctx.pool, name_or_id)
     return str(row["id"]) if row else None
+
+
+def batch_summary(row: dict[str, Any]) -> BatchSummary:
+    """A row of `batchstore.page_batches` as the API lists it."""
+    counts = {str(k): int(v) for k, v in (row["counts"] or {}).items()}
+    done = sum(n for s, n in counts.items() if s in FINAL_STATUSES or s == "invalid")
+    return BatchSummary(batch_id=str(row["id"]), name=row["name"], created_at=row["created_at"], updated_at=row["updated_at"],
+                        total=sum(counts.values()), counts=counts, done=done)
+
+
+def cancel_batch(ctx: Context, dispatcher: Dispatcher, batch_id: str) -> tuple[list[str], int]:
+    """Ask every unfinished job of the batch to stop (each ends at its next step as `cancelled`, a job still waiting
+    for a batch slot without running). Returns the jobs asked to stop and how many had already ended."""
+    unfinished, finished = batchstore.unfinished_jobs(ctx.pool, batch_id)
+    asked = []
+    for job_id in unfinished:
+        try:
+            status = cancel(ctx, dispatcher, job_id)
+        except LookupError:
+            continue
+        if status in FINAL_STATUSES and status != "cancelled":
+            finished += 1  # it ended meanwhile
+        else:
+            asked.append(job_id)
+    return asked, finished
 
 
 def batch_items(pool, batch_id: str) -> list[BatchItem]:

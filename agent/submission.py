@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 from typing import Protocol
 
 from agent.context import Context
+from agent.failure_hints import suggest
 from agent.infra.events import publish, stream_key
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
@@ -33,11 +34,21 @@ class Dispatcher(Protocol):
 
 
 class IdempotencyConflict(ValueError):
-    """The idempotency key is already used by a job with a different request."""
+    """The idempotency key is already used by a job with a different request (HTTP 422)."""
 
     def __init__(self, key: str, job_id: str):
         super().__init__(f"idempotency key {key!r} is already used by job {job_id} with a different request")
-        self.key, self.job_id = key, job_id
+        self.key = key
+        self.job_id: str | None = job_id
+
+
+class RequestInFlight(IdempotencyConflict):
+    """Another submission with the same idempotency key is still being made (HTTP 409): retry it shortly, and it
+    answers with that submission's job (or IdempotencyConflict, if the request differs)."""
+
+    def __init__(self, key: str):
+        ValueError.__init__(self, f"a submission with idempotency key {key!r} is still in flight; retry it shortly")
+        self.key, self.job_id = key, None
 
 
 class InvalidRequest(ValueError):
@@ -68,8 +79,9 @@ def check_request(ctx: Context, request: JobRequest, known: Collection[str] | No
         known = known_tickers(ctx) if known is None else known
         unknown = [t for t in request.tickers if t not in known]
         if unknown:
+            hint = suggest(f"unknown tickers {', '.join(unknown)}:", known)
             raise InvalidRequest("tickers", f"unknown ticker{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
-                                            "no company with that symbol has been ingested")
+                                            "no company with that symbol has been ingested" + (f"; {hint.message}" if hint else ""))
     if request.parent_job_id and jobstore.load_job(ctx.pool, request.parent_job_id) is None:
         raise InvalidRequest("parent_job_id", f"no job {request.parent_job_id}")
 
@@ -80,17 +92,27 @@ def _same_request(a: JobRequest, b: JobRequest) -> bool:
 
 def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[str, bool]:
     """Persist the job before anything runs. The same idempotency key with the same request returns the same job
-    (created=False); with a different request it raises IdempotencyConflict. A request that fails `check_request`
-    raises InvalidRequest and writes nothing."""
+    (created=False); with a different request it raises IdempotencyConflict; while another submission with the key
+    is still being made (saved and not yet started), RequestInFlight. A request that fails `check_request` raises
+    InvalidRequest and writes nothing."""
     check_request(ctx, request)
-    job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
-    if created:
-        _announce_and_start(ctx, dispatcher, job_id, request.batch)
-    else:
-        existing = jobstore.load_job(ctx.pool, job_id)
-        if existing is not None and not _same_request(existing.state.request, request):
-            raise IdempotencyConflict(request.idempotency_key or "", job_id)
-    return job_id, created
+    key = request.idempotency_key
+    if key is None:
+        job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
+        if created:
+            _announce_and_start(ctx, dispatcher, job_id, request.batch)
+        return job_id, created
+    with jobstore.idempotency_claim(ctx.pool, key) as conn:
+        if conn is None:
+            raise RequestInFlight(key)
+        job_id, created = jobstore.create_job(ctx.pool, JobState(request=request), conn)
+        if created:
+            _announce_and_start(ctx, dispatcher, job_id, request.batch)
+            return job_id, True
+    existing = jobstore.load_job(ctx.pool, job_id)
+    if existing is not None and not _same_request(existing.state.request, request):
+        raise IdempotencyConflict(key, job_id)
+    return job_id, False
 
 
 def _announce_and_start(ctx: Context, dispatcher: Dispatcher, job_id: str, batch: bool) -> None:

@@ -1,4 +1,5 @@
-"""/v1/batches: upload a batch (JSONL, plain text, or a JSON list), read its progress, stream its results as JSONL.
+"""/v1/batches: upload a batch (JSONL, plain text, or a JSON list), list batches, read a batch's progress, stream its
+results as JSONL, cancel its unfinished jobs.
 
 The batch domain (parsing lines, creating the jobs on the batch queue, progress, items) is `agent.batches`;
 this module only moves bytes in and out of it.
@@ -17,9 +18,11 @@ from fastapi.responses import StreamingResponse
 
 from agent.models.batch import BatchProgress
 from agent.settings import AnswerMode
+from agent.submission import RequestInFlight
+from api_stub.cursor import BadCursor, decode_cursor, encode_cursor
 from api_stub.error_responses import ApiError, error_responses
 from api_stub.runtime import Runtime, runtime
-from finagent.models import BatchSubmitted, ErrorDetail, LineError
+from finagent.models import BatchCancelled, BatchPage, BatchSubmitted, ErrorDetail, LineError
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
@@ -94,7 +97,7 @@ def _progress(rt: Runtime, batch_id: str) -> BatchProgress:
 
 
 @router.post("", status_code=202, response_model=BatchSubmitted, openapi_extra={"requestBody": UPLOAD_BODY},
-             responses=error_responses(400, 401, 413, 415, 422), summary="Submit a batch of questions")
+             responses=error_responses(400, 401, 409, 413, 415, 422), summary="Submit a batch of questions")
 async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
                        name: str | None = Query(None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
                                                 description="the batch's name; default: from the upload's content, so "
@@ -121,12 +124,48 @@ async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
             return None, checked
         return batches.create_batch(rt.ctx, rt.dispatcher, batch_name, checked, retry_failed=retry_failed), checked
 
-    batch_id, checked = await anyio.to_thread.run_sync(create)
+    try:
+        batch_id, checked = await anyio.to_thread.run_sync(create)
+    except RequestInFlight:
+        raise ApiError(409, f"batch {batch_name!r} is being submitted by another request; retry it shortly",
+                       code="batch_in_flight", headers={"Retry-After": "1"}) from None
     if batch_id is None:
         raise _no_valid_lines(checked, batches.NoValidLines(f"no valid question in the batch ({len(checked)} invalid lines)"))
     invalid = [LineError(line=x.line, error=x.error) for x in checked if x.error]
     return BatchSubmitted(batch_id=batch_id, name=batch_name, total=len(parsed), jobs=len(parsed) - len(invalid),
                           invalid=invalid, status_url=f"/v1/batches/{batch_id}", results_url=f"/v1/batches/{batch_id}/results")
+
+
+@router.get("", response_model=BatchPage, responses=error_responses(400, 401, 422), summary="List batches, newest first")
+def list_batches(rt: Runtime = Depends(runtime), limit: int = Query(20, ge=1, le=200),
+                 cursor: str | None = Query(None, description="the next_cursor of the previous page")) -> BatchPage:
+    """Each batch with its lines counted by status; paged with a cursor as GET /v1/jobs is."""
+    from agent import batches
+    from agent.persistence import batchstore
+
+    try:
+        after = decode_cursor(cursor) if cursor else None
+    except BadCursor as exc:
+        raise ApiError(400, str(exc), code="bad_cursor", details=[ErrorDetail(loc=["query", "cursor"], msg=str(exc))]) from None
+    rows, next_position = batchstore.page_batches(rt.ctx.pool, limit, after)
+    return BatchPage(items=[batches.batch_summary(r) for r in rows],
+                     next_cursor=encode_cursor(next_position) if next_position else None)
+
+
+@router.post("/{batch_id}/cancel", status_code=202, response_model=BatchCancelled, responses=error_responses(401, 404, 409),
+             summary="Cancel a batch's unfinished jobs")
+def cancel_batch(batch_id: BatchId, rt: Runtime = Depends(runtime)) -> BatchCancelled:
+    """Every queued or running job of the batch stops at its next step with status `cancelled` (a job still waiting
+    for a batch slot never runs); finished jobs keep their results. 409 if every job had already finished."""
+    from agent import batches
+
+    progress = _progress(rt, batch_id)
+    asked, finished = batches.cancel_batch(rt.ctx, rt.dispatcher, progress.batch_id)
+    if not asked:
+        raise ApiError(409, f"batch {progress.batch_id} has no unfinished job ({finished} finished)", code="batch_finished",
+                       details=[ErrorDetail(loc=["batch_id"], msg=f"{finished} jobs finished")])
+    return BatchCancelled(batch_id=progress.batch_id, cancelled=asked, finished=finished,
+                          status_url=f"/v1/batches/{progress.batch_id}")
 
 
 @router.get("/{batch_id}", response_model=BatchProgress, responses=error_responses(401, 404), summary="A batch's progress")

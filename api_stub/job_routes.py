@@ -9,17 +9,20 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from sse_starlette.sse import EventSourceResponse
 
 from agent import submission
+from agent.failure_hints import job_suggestion
 from agent.models.job import FINAL_STATUSES, JobRequest, JobStatus
 from agent.persistence import jobstore
+from agent.persistence.ledger import job_ledger
 from api_stub.cursor import BadCursor, decode_cursor, encode_cursor
 from api_stub.error_responses import ApiError, error_responses
 from api_stub.runtime import Runtime, runtime
 from api_stub.sse import check_event_id, job_events
-from finagent.models import ErrorDetail, Feedback, JobPage, JobSummary, JobView, Submitted
+from finagent.models import ErrorBody, ErrorDetail, Feedback, JobLedger, JobPage, JobSummary, JobView, Submitted
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 STATUSES: tuple[str, ...] = get_args(JobStatus)
+IN_FLIGHT_RETRY_AFTER_S = 1  # a submission in flight is saving its job and sending its first step: milliseconds
 JobId = Annotated[str, Path(description="the job's id (a UUID)")]
 
 
@@ -48,13 +51,17 @@ def submitted(job_id: str, created: bool, status: str) -> Submitted:
 
 @router.post("", status_code=202, response_model=Submitted, dependencies=[Depends(require_json)],
              responses={200: {"model": Submitted, "description": "The Idempotency-Key names an existing job with the same request"},
-                        **error_responses(401, 409, 413, 415, 422)},
+                        409: {"model": ErrorBody, "description": "A submission with the same Idempotency-Key is still in flight: "
+                                                                 "retry after Retry-After seconds"},
+                        422: {"model": ErrorBody, "description": "Invalid field values (`details` names each field), or an "
+                                                                 "Idempotency-Key already used with a different request"},
+                        **error_responses(401, 413, 415)},
              summary="Submit a research job")
 def submit(request: JobRequest, response: Response, rt: Runtime = Depends(runtime),
            idempotency_key: str | None = Header(None, alias="Idempotency-Key", min_length=1, max_length=200,
                                                 description="overrides the body's idempotency_key")) -> Submitted:
-    """202 with a new job; 200 when the key names an existing job with the same request; 409 when the key is
-    already used by a different request."""
+    """202 with a new job; 200 when the key names an existing job with the same request; 422 when the key is
+    already used by a different request; 409 while another submission with the key is still being made."""
     if idempotency_key is not None:
         request = request.model_copy(update={"idempotency_key": idempotency_key})
     try:
@@ -62,9 +69,13 @@ def submit(request: JobRequest, response: Response, rt: Runtime = Depends(runtim
         job_id, created = submission.create(rt.ctx, rt.dispatcher, request)
     except submission.InvalidRequest as exc:
         raise invalid(exc) from None
+    except submission.RequestInFlight as exc:
+        raise ApiError(409, str(exc), code="idempotency_in_flight", headers={"Retry-After": str(IN_FLIGHT_RETRY_AFTER_S)},
+                       details=[ErrorDetail(loc=["header", "Idempotency-Key"], msg="a submission with it is in flight")]) from None
     except submission.IdempotencyConflict as exc:
-        raise ApiError(409, str(exc), code="idempotency_conflict",
-                       details=[ErrorDetail(loc=["header", "Idempotency-Key"], msg=f"used by job {exc.job_id}")]) from None
+        raise ApiError(422, str(exc), code="idempotency_key_reused",
+                       details=[ErrorDetail(loc=["header", "Idempotency-Key"], msg=f"used by job {exc.job_id} with a different request",
+                                            type="idempotency_key_reused")]) from None
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if created:
         return submitted(job_id, True, "queued")
@@ -102,13 +113,37 @@ def list_jobs(rt: Runtime = Depends(runtime),
 
 @router.get("/{job_id}", response_model=JobView, responses=error_responses(401, 404), summary="A job and its result")
 def get_job(job_id: JobId, rt: Runtime = Depends(runtime)) -> JobView:
-    return submission.job_view(load(rt, job_id))
+    """A failed or rejected job's `error` comes with a `suggestion` when its reason allows one."""
+    job = load(rt, job_id)
+    view = submission.job_view(job)
+    view.suggestion = job_suggestion(rt.ctx, job)
+    return view
+
+
+@router.get("/{job_id}/ledger", response_model=JobLedger, responses=error_responses(401, 404),
+            summary="A job's tool ledger")
+def get_ledger(job_id: JobId, rt: Runtime = Depends(runtime)) -> JobLedger:
+    """Every tool call of the job (searches, LLM requests, news) with its parameters (secrets masked), timing,
+    retries, error class, tokens and cost, in the order they started; and their totals."""
+    job = load(rt, job_id)
+    return job_ledger(rt.ctx.pool, job.id)
 
 
 @router.delete("/{job_id}", status_code=202, response_model=JobView, responses=error_responses(401, 404, 409),
                summary="Cancel a job")
 def cancel_job(job_id: JobId, rt: Runtime = Depends(runtime)) -> JobView:
     """The job stops at its next step with status `cancelled`, keeping its answer so far. 409 if it had finished."""
+    return _cancel(rt, job_id)
+
+
+@router.post("/{job_id}/cancel", status_code=202, response_model=JobView, responses=error_responses(401, 404, 409),
+             summary="Cancel a job (for clients that cannot send DELETE)")
+def cancel_job_post(job_id: JobId, rt: Runtime = Depends(runtime)) -> JobView:
+    """The same as DELETE /v1/jobs/{job_id}; no body."""
+    return _cancel(rt, job_id)
+
+
+def _cancel(rt: Runtime, job_id: str) -> JobView:
     job = load(rt, job_id)
     status = job.status
     if status not in FINAL_STATUSES:

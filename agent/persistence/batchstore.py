@@ -5,6 +5,7 @@ import uuid
 from typing import Any
 
 from agent.models.job import FINAL_STATUSES
+from agent.persistence.jobstore import PagePosition
 
 # pg_advisory_xact_lock key serialising slot claims (any constant; "fbat" in ASCII)
 _ADMISSION_LOCK = 0x66626174
@@ -26,6 +27,37 @@ def find_batch(pool, name_or_id: str) -> dict[str, Any] | None:
 def latest_batches(pool, limit: int = 5) -> list[dict[str, Any]]:
     with pool.connection() as conn:
         return conn.execute("SELECT * FROM batches ORDER BY updated_at DESC LIMIT %s", (limit,)).fetchall()
+
+
+def page_batches(pool, limit: int = 20, after: PagePosition | None = None) -> tuple[list[dict[str, Any]], PagePosition | None]:
+    """Newest first, keyset-paginated on (created_at, id) as jobs are, each batch with its lines counted by status
+    ('invalid' for a line that made no job, 'queued' for a job not yet visible). Returns the rows and where the next
+    page starts (None on the last page)."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "WITH page AS (SELECT id, name, created_at, updated_at FROM batches"
+            "  WHERE (%(after_t)s::timestamptz IS NULL OR (created_at, id) < (%(after_t)s::timestamptz, %(after_id)s::uuid))"
+            "  ORDER BY created_at DESC, id DESC LIMIT %(limit)s)"
+            " SELECT p.id, p.name, p.created_at, p.updated_at, coalesce(c.counts, '{}'::jsonb) AS counts FROM page p"
+            " LEFT JOIN LATERAL (SELECT jsonb_object_agg(s.status, s.n) AS counts FROM ("
+            "   SELECT CASE WHEN i.error IS NOT NULL THEN 'invalid' ELSE coalesce(j.status, 'queued') END AS status, count(*) AS n"
+            "   FROM batch_items i LEFT JOIN research_jobs j ON j.id = i.job_id WHERE i.batch_id = p.id GROUP BY 1) s) c ON true"
+            " ORDER BY p.created_at DESC, p.id DESC",
+            {"limit": limit + 1, "after_t": after.created_at if after else None, "after_id": after.job_id if after else None},
+        ).fetchall()
+    page = rows[:limit]
+    more = len(rows) > limit
+    return page, (PagePosition(page[-1]["created_at"], str(page[-1]["id"])) if more and page else None)
+
+
+def unfinished_jobs(pool, batch_id: str) -> tuple[list[str], int]:
+    """The batch's jobs that have not ended, and how many have."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT j.id, j.status FROM batch_items i JOIN research_jobs j ON j.id = i.job_id WHERE i.batch_id = %s ORDER BY i.line",
+            (batch_id,)).fetchall()
+    unfinished = [str(r["id"]) for r in rows if r["status"] not in FINAL_STATUSES]
+    return unfinished, len(rows) - len(unfinished)
 
 
 def previous_attempts(pool, batch_id: str) -> dict[str, int]:

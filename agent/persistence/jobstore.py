@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, NamedTuple
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from agent.db import one_transaction, reading
@@ -37,21 +39,48 @@ class JobRow:
         self.updated_at: dt.datetime | None = row.get("updated_at")
 
 
-def create_job(pool, state: JobState) -> tuple[str, bool]:
-    """Insert a queued job; with an idempotency key, an existing job with that key is returned instead."""
+# pg_try_advisory_lock's first key: the namespace of idempotency keys ("fidm" in ASCII); the second is the key's hash
+_IDEMPOTENCY_LOCK = 0x6669646D
+
+
+@contextmanager
+def idempotency_claim(pool, key: str) -> Iterator[Any]:
+    """A connection holding a session lock on the idempotency key while a submission with it is made (its job saved
+    and started), or None when another submission holds it. The lock goes with the session, so a process that dies
+    mid-submission holds nothing."""
+    with pool.connection() as conn:
+        got = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS got", (_IDEMPOTENCY_LOCK, key)).fetchone()["got"]
+        conn.commit()
+        if not got:
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            with suppress(psycopg.Error):  # a broken connection took its session, and the lock, with it
+                conn.rollback()
+                conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_IDEMPOTENCY_LOCK, key))
+                conn.commit()
+
+
+def create_job(pool, state: JobState, conn=None) -> tuple[str, bool]:
+    """Insert a queued job (committed on return); with an idempotency key, an existing job with that key is returned
+    instead. `conn`: a connection of the caller's to do it on."""
+    if conn is None:
+        with pool.connection() as own:
+            return create_job(pool, state, own)
     req = state.request
     job_id = str(uuid.uuid4())
-    with pool.connection() as conn:
-        row = conn.execute(
-            "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state, batch)"
-            " VALUES (%s, %s, %s, %s, 'queued', 'start', %s, %s)"
-            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
-            (job_id, req.idempotency_key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json")), req.batch),
-        ).fetchone()
-        if row:
-            return job_id, True
-        existing = conn.execute("SELECT id FROM research_jobs WHERE idempotency_key = %s", (req.idempotency_key,)).fetchone()
-        return str(existing["id"]), False
+    row = conn.execute(
+        "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state, batch)"
+        " VALUES (%s, %s, %s, %s, 'queued', 'start', %s, %s)"
+        " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+        (job_id, req.idempotency_key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json")), req.batch),
+    ).fetchone()
+    if row is None:
+        job_id = str(conn.execute("SELECT id FROM research_jobs WHERE idempotency_key = %s", (req.idempotency_key,)).fetchone()["id"])
+    conn.commit()
+    return job_id, row is not None
 
 
 def release_idempotency_key(pool, job_id: str) -> None:

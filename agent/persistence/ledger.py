@@ -18,8 +18,9 @@ from agent.infra import metrics
 from agent.infra.error_classes import classify_error
 from agent.models.research import Usage
 from agent.persistence.jobstore import async_commit
-from agent.redact import redact, scrub_exception
+from agent.redact import active, redact, scrub_exception
 from agent.settings import Settings
+from finagent.models import JobLedger, ToolCall
 
 # How many times the task running this call has been retried; the task sets it, every ledger row records it.
 ATTEMPT_RETRIES: ContextVar[int] = ContextVar("attempt_retries", default=0)
@@ -85,7 +86,7 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
                 " retries=EXCLUDED.retries, error_class=EXCLUDED.error_class, error=EXCLUDED.error, started_at=EXCLUDED.started_at,"
                 " worker=EXCLUDED.worker, prompt_tokens=EXCLUDED.prompt_tokens, completion_tokens=EXCLUDED.completion_tokens,"
                 " cost_usd=EXCLUDED.cost_usd, cached=EXCLUDED.cached, llm_requests=EXCLUDED.llm_requests",
-                (job_id, call_key, tool, Jsonb(params), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
+                (job_id, call_key, tool, Jsonb(active().data(params)), started, (time.perf_counter() - t0) * 1000, rec.result_size, retries,
                  error_class, error, worker_identity(), rec.usage.prompt, rec.usage.completion, rec.cost_usd, rec.usage.cached,
                  rec.llm_requests),
             )
@@ -94,9 +95,20 @@ def record_call(pool, job_id: str, call_key: str, tool: str, params: dict[str, A
 
 
 def load_ledger(pool, job_id: str) -> list[dict]:
+    """The job's ledger rows in the order the calls started (the parameters as stored: masked when written)."""
     with pool.connection() as conn:
         return conn.execute(
             "SELECT call_key, tool, params, started_at, duration_ms, result_size, retries, error_class, error, worker,"
             " prompt_tokens, completion_tokens, cost_usd, cached, llm_requests"
             " FROM job_tool_calls WHERE job_id=%s ORDER BY started_at", (job_id,)
         ).fetchall()
+
+
+def job_ledger(pool, job_id: str) -> JobLedger:
+    """The job's ledger as the API shows it: each call with its parameters masked again (rows written before the
+    writer masked them), and the totals."""
+    calls = [ToolCall.model_validate(r | {"params": active().data(r["params"] or {})}) for r in load_ledger(pool, job_id)]
+    return JobLedger(job_id=job_id, calls=calls,
+                     prompt_tokens=sum(c.prompt_tokens for c in calls), completion_tokens=sum(c.completion_tokens for c in calls),
+                     cost_usd=round(sum(c.cost_usd for c in calls), 6), retries=sum(c.retries for c in calls),
+                     errors=sum(1 for c in calls if c.error_class))

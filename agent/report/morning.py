@@ -20,6 +20,7 @@ from agent.report.stats import (
     DESIGN_EARLY_TERMINATION_RATE,
     EARLY_DEFINITION,
     FAILURE_STATUSES,
+    NOT_APPLICABLE,
     STATUS_ORDER,
     UNFINISHED_STATUSES,
     ModeStats,
@@ -29,9 +30,11 @@ from agent.report.stats import (
     item_tokens,
     mode_stats,
     totals,
+    used_a_model,
 )
 from agent.settings import Settings
 
+NOT_APPLICABLE_NO_MODEL = f"{NOT_APPLICABLE} (the offline provider uses no model)"
 MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
 EXCERPT_CHARS = 300
 MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")  # what could form a link, image, code, emphasis, table cell or raw HTML
@@ -91,8 +94,8 @@ def _row_values(item: BatchItem) -> dict[str, str]:
         "iterations": str(r.iterations) if r else "-",
         "termination": (r.termination_reason or "-") if r else "-",
         "time": _fmt_seconds(item.seconds),
-        "tokens": f"{prompt:,} / {completion:,}" if r else "-",
-        "cost": f"${r.cost_usd:.4f}" if r else "-",
+        "tokens": "-" if not r else f"{prompt:,} / {completion:,}" if used_a_model(item) else NOT_APPLICABLE,
+        "cost": "-" if not r else f"${r.cost_usd:.4f}" if used_a_model(item) else NOT_APPLICABLE,
     }
 
 
@@ -117,9 +120,9 @@ def _safe_url(url: str | None) -> str | None:
 def _totals_rows(t: Totals) -> list[tuple[str, str]]:
     return [
         ("Questions", str(t.questions)),
-        ("Prompt tokens", f"{t.prompt_tokens:,}"),
-        ("Completion tokens", f"{t.completion_tokens:,}"),
-        ("Cost", f"${t.cost_usd:.4f}"),
+        ("Prompt tokens", f"{t.prompt_tokens:,}" if t.tokens_apply else NOT_APPLICABLE_NO_MODEL),
+        ("Completion tokens", f"{t.completion_tokens:,}" if t.tokens_apply else NOT_APPLICABLE_NO_MODEL),
+        ("Cost", f"${t.cost_usd:.4f}" if t.tokens_apply else NOT_APPLICABLE_NO_MODEL),
         ("Wall time (started to finished)", _fmt_seconds(t.wall_seconds)),
         ("Jobs finished (any final status)", str(t.jobs_finished)),
         ("Jobs per hour", "-" if t.jobs_per_hour is None else f"{t.jobs_per_hour:.1f}"),

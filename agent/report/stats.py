@@ -17,6 +17,10 @@ FAILURE_STATUSES = ("failed", "rejected", "invalid", "cancelled")
 UNFINISHED_STATUSES = ("queued", "running")
 JOB_FINAL_STATUSES = ("completed", "failed", "rejected", "cancelled")  # a job that ran and ended (invalid lines made none)
 
+# the offline provider answers by rules, with no model: its jobs have no tokens or cost to count, not zero of them
+NO_MODEL_PROVIDERS = frozenset({"extractive"})
+NOT_APPLICABLE = "not applicable"
+
 EARLY_DEFINITION = ("a completed job is counted as terminating early when it used fewer iterations than its answer "
                     "mode's max_iterations (from the settings)")
 
@@ -37,6 +41,7 @@ class Totals(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
+    tokens_apply: bool  # False when every job that ran did so on the offline provider: no tokens or cost to count
     wall_seconds: float
     jobs_finished: int  # jobs that reached a final status (invalid lines are not jobs)
     jobs_per_hour: float | None  # None when the wall time is zero
@@ -46,6 +51,11 @@ class Totals(BaseModel):
 
 def item_mode(item: BatchItem) -> str | None:
     return (item.result.mode if item.result and item.result.mode else None) or item.mode
+
+
+def used_a_model(item: BatchItem) -> bool:
+    """The item's job ran on an LLM (False for the offline provider, and for a line with no result)."""
+    return item.result is not None and item.result.provider not in NO_MODEL_PROVIDERS
 
 
 def item_tokens(item: BatchItem) -> tuple[int, int]:
@@ -103,7 +113,9 @@ def totals(report: BatchReport, modes: list[ModeStats]) -> Totals:
     early = sum(m.early for m in known)
     return Totals(
         questions=len(report.items), counts=counts, prompt_tokens=prompt, completion_tokens=completion,
-        cost_usd=sum(i.result.cost_usd for i in report.items if i.result), wall_seconds=wall, jobs_finished=finished,
+        cost_usd=sum(i.result.cost_usd for i in report.items if i.result),
+        tokens_apply=any(used_a_model(i) for i in report.items) or not any(i.result for i in report.items),
+        wall_seconds=wall, jobs_finished=finished,
         jobs_per_hour=finished / (wall / 3600) if wall > 0 else None,
         early=early, early_rate=early / judged if judged else None,
     )

@@ -13,6 +13,7 @@ from agent.infra.events import Event, follow
 from agent.models.job import JobRequest, JobResult
 from agent.persistence import jobstore
 from agent.submission import create, rerun_with_feedback
+from ops.cli.exit_codes import TIMED_OUT
 from tasks.dispatch import CeleryDispatcher
 
 console = Console(stderr=True)
@@ -25,7 +26,7 @@ def _describe(ev: Event) -> str:
         extra = f" periods={d.get('periods')}" if d.get("periods") else ""
         extra += f" 10-K={d.get('tenk')}" if d.get("tenk") else ""
         extra += f" problems={d.get('problems')}" if d.get("problems") else ""
-        return f"{ev.message} mode={d.get('answer_mode')} sources={d.get('data_sources')}{extra}"
+        return f"{ev.message} mode={d.get('answer_mode')} sources={d.get('data_sources')} strategy={d.get('strategy')}{extra}"
     if ev.type == "agent_decision":
         return f"{ev.message} will_iterate={d.get('will_iterate')} ({d.get('reason')})"
     if ev.type == "result":
@@ -104,7 +105,7 @@ def _report(job: jobstore.JobRow, as_json: bool, timeout_s: float) -> JobResult:
     job_id = job.id
     if job.result is None:
         console.print(f"[red]job {job_id} did not finish within {timeout_s:.0f}s (status {job.status}, step {job.step})[/red]")
-        raise typer.Exit(code=3)
+        raise typer.Exit(code=TIMED_OUT)
     if as_json:
         typer.echo(job.result.model_dump_json(indent=2))
     else:

@@ -1,4 +1,5 @@
-"""`finagent batch run|status`: overnight batches from a file, resumable, with a progress bar and a morning report."""
+"""`finagent batch run|status|list|cancel`: overnight batches from a file, resumable, with a progress bar and a morning
+report."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-batch_app = typer.Typer(no_args_is_help=True, help="Overnight batches: run a file of questions, watch a running batch.")
+batch_app = typer.Typer(no_args_is_help=True, help="Overnight batches: run a file of questions, watch, list and cancel batches.")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
@@ -42,6 +43,7 @@ def run(
     with their line number and skipped; the command then exits with status 1."""
     from agent import batches
     from agent.settings import AnswerMode, get_settings
+    from agent.submission import RequestInFlight
     from ops.local.bootstrap import bootstrap
     from tasks.dispatch import CeleryDispatcher
 
@@ -69,6 +71,8 @@ def run(
         batch_id = batches.create_batch(ctx, CeleryDispatcher(), batch_name, lines, retry_failed=retry_failed)
     except batches.NoValidLines:
         _fail(f"{path}: no valid question in the file")
+    except RequestInFlight:
+        _fail(f"batch {batch_name} is being submitted by another command; run this one again once it has", code=1)
     progress = batches.batch_progress(ctx.pool, batch_id)
     assert progress is not None
     already = progress.counts.get("completed", 0)
@@ -172,3 +176,49 @@ def status(batch: Optional[str] = typer.Argument(None, help="batch id or name (d
         eta = "finished" if p.done >= p.total else (f"{p.eta_seconds:.0f}s" if p.eta_seconds is not None else "-")
         table.add_row(p.batch_id, Path(p.name).name, f"{p.done}/{p.total}", " ".join(f"{k}={v}" for k, v in sorted(p.counts.items())), eta)
     console.print(table)
+
+
+@batch_app.command("list")
+def list_batches(limit: int = typer.Option(20, min=1, max=1000), as_json: bool = typer.Option(False, "--json")):
+    """The most recent batches, newest first, with their lines counted by status."""
+    import json
+
+    from agent import batches
+    from agent.persistence import batchstore
+    from ops.local.bootstrap import bootstrap
+
+    rows, _ = batchstore.page_batches(bootstrap().pool, limit)
+    summaries = [batches.batch_summary(r) for r in rows]
+    if as_json:
+        typer.echo(json.dumps([b.model_dump(mode="json") for b in summaries], indent=2))
+        return
+    table = Table("name", "created", "done", "counts")
+    table.add_column("batch", no_wrap=True)  # an id to copy whole
+    for b in summaries:
+        table.add_row(Path(b.name).name, b.created_at.strftime("%Y-%m-%d %H:%M:%S"), f"{b.done}/{b.total}",
+                      " ".join(f"{k}={v}" for k, v in sorted(b.counts.items())), b.batch_id)
+    console.print(table)
+
+
+@batch_app.command("cancel")
+def cancel(batch: str = typer.Argument(..., help="batch id or name"), as_json: bool = typer.Option(False, "--json")):
+    """Cancel a batch's queued and running jobs: each ends at its next step as `cancelled` (one still waiting for a
+    batch slot never runs); finished jobs keep their results. Exits 1 when every job had already finished."""
+    from agent import batches
+    from finagent.models import BatchCancelled
+    from ops.local.bootstrap import bootstrap
+    from tasks.dispatch import CeleryDispatcher
+
+    ctx = bootstrap()
+    batch_id = batches.find(ctx, batch)
+    if batch_id is None:
+        _fail(f"no batch {batch!r}", code=1)
+    asked, finished = batches.cancel_batch(ctx, CeleryDispatcher(), batch_id)
+    if as_json:
+        out = BatchCancelled(batch_id=batch_id, cancelled=asked, finished=finished, status_url=f"/v1/batches/{batch_id}")
+        typer.echo(out.model_dump_json(indent=2))
+    if not asked:
+        _fail(f"batch {batch_id} has no unfinished job ({finished} finished)", code=1)
+    if not as_json:
+        console.print(f"batch {batch_id}: cancel requested for {len(asked)} jobs ({finished} had finished); "
+                      f"`finagent batch status {batch_id}` follows it")

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.settings import get_settings
+from ops.cli import exit_codes
 from ops.cli.batch_runs import batch_app
 from ops.cli.eval import eval_app
 from workers.topology import Queue
@@ -89,32 +90,40 @@ def services_status(as_json: bool = typer.Option(False, "--json")):
 
 
 @services_app.command("start")
-def services_start(workers: bool = typer.Option(True, help="Also start local Celery workers.")):
+def services_start(workers: bool = typer.Option(True, help="Also start local Celery workers."),
+                   as_json: bool = typer.Option(False, "--json")):
     from agent.redact import mask_url
     from ops.local.bootstrap import bootstrap
 
     ctx = bootstrap(workers=workers)
+    if as_json:
+        return _print_json({"ready": True, "postgres": mask_url(ctx.database_url), "redis": mask_url(ctx.redis_url),
+                            "workers": workers})
     console.print(f"[green]ready[/green] postgres={mask_url(ctx.database_url)} redis={mask_url(ctx.redis_url)}")
 
 
 @services_app.command("stop")
-def services_stop():
+def services_stop(as_json: bool = typer.Option(False, "--json")):
     from ops.local.stack import stop_embedded
     from ops.local.worker_pool import stop_workers
 
     settings = get_settings()
     stopped = stop_workers(settings) + stop_embedded(settings)
+    if as_json:
+        return _print_json({"stopped": stopped})
     console.print("stopped: " + (", ".join(stopped) or "nothing was running"))
 
 
 @db_app.command("upgrade")
-def db_upgrade():
+def db_upgrade(as_json: bool = typer.Option(False, "--json")):
     """Apply pending migrations (idempotent)."""
     from agent.db.migrate import upgrade
     from ops.local.stack import ensure_stack
 
     urls = ensure_stack(get_settings())
     applied = upgrade(urls.database_url)
+    if as_json:
+        return _print_json({"applied": applied})
     console.print("applied: " + (", ".join(applied) if applied else "nothing, schema is up to date"))
 
 
@@ -136,12 +145,15 @@ def index_sync(rebuild: bool = typer.Option(False, help="drop the index and buil
 
 
 @db_app.command("status")
-def db_status():
+def db_status(as_json: bool = typer.Option(False, "--json")):
+    """Each migration, applied or pending."""
     from agent.db.migrate import available, current
     from ops.local.stack import ensure_stack
 
     urls = ensure_stack(get_settings())
     done = set(current(urls.database_url))
+    if as_json:
+        return _print_json([{"version": version, "applied": version in done} for version, _ in available()])
     for version, _ in available():
         console.print(f"{'applied' if version in done else 'pending'}  {version}")
 
@@ -227,13 +239,18 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Hybrid search (0.7 semantic + 0.3 keyword) with per-company period resolution."""
-    from agent.retrieval.periods import parse_quarters_option
     from agent.search_service import SearchRequest
     from agent.search_service import search as run_search
     from ops.local.bootstrap import bootstrap
 
+    time_refs: list[str] = []
+    if quarters is not None:
+        try:
+            time_refs = quarters_option(quarters)
+        except ValueError as exc:
+            _input_error(str(exc))
     ctx = bootstrap()
-    req = SearchRequest(query=query, tickers=[t.upper() for t in ticker], time_refs=parse_quarters_option(quarters) if quarters else [],
+    req = SearchRequest(query=query, tickers=[t.upper() for t in ticker], time_refs=time_refs,
                         items=item, corpus="10k" if item else corpus, top_k=top_k)
     resp = run_search(ctx, req)
     if as_json:
@@ -256,7 +273,26 @@ def search(
 def _input_error(message: str) -> NoReturn:
     """Bad input: one plain line on stderr (no markup, no wrapping, no traceback) and exit status 2."""
     err.print(message, style="red", markup=False, highlight=False)
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=exit_codes.BAD_INPUT)
+
+
+QUARTERS_FORMS = "latest | last3 | 'Q4 2024' | 2024_q4,2025_q1 | FY2023"
+
+
+def quarters_option(value: str) -> list[str]:
+    """--quarters as time references; ValueError naming the first one that is not a period (or cannot exist)."""
+    from agent.retrieval.periods import find_time_refs, impossible_periods, parse_quarters_option
+
+    refs = parse_quarters_option(value)
+    if not refs:
+        raise ValueError(f"--quarters: {value!r} names no period ({QUARTERS_FORMS})")
+    for ref in refs:
+        impossible = impossible_periods(ref)
+        if impossible:
+            raise ValueError(f"--quarters: {impossible[0]}")
+        if find_time_refs(ref) != [ref]:
+            raise ValueError(f"--quarters: {ref!r} is not a period ({QUARTERS_FORMS})")
+    return refs
 
 
 @app.command()
@@ -333,20 +369,33 @@ app.add_typer(jobs_app, name="jobs")
 app.add_typer(batch_app, name="batch")
 
 
-@jobs_app.command("list")
-def jobs_list(limit: int = typer.Option(20, min=1, max=1000), status: Optional[str] = None, as_json: bool = typer.Option(False, "--json")):
-    """The most recent jobs, newest first."""
+def statuses_option(values: list[str]) -> list[str]:
+    """--status, repeated or as a comma list (as the API's `status`); ValueError naming an unknown one."""
     from typing import get_args
 
     from agent.models.job import JobStatus
-    from agent.persistence.jobstore import list_jobs
+
+    known = get_args(JobStatus)
+    wanted = list(dict.fromkeys(s.strip() for v in values for s in v.split(",") if s.strip()))
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise ValueError(f"unknown status {', '.join(map(repr, unknown))}; the statuses are {', '.join(known)}")
+    return wanted
+
+
+@jobs_app.command("list")
+def jobs_list(limit: int = typer.Option(20, min=1, max=1000),
+              status: list[str] = typer.Option([], "--status", help="repeat it or give a comma list: --status queued,running"),
+              as_json: bool = typer.Option(False, "--json")):
+    """The most recent jobs, newest first."""
+    from agent.persistence.jobstore import page_jobs
     from ops.local.bootstrap import bootstrap
 
-    if status is not None and status not in get_args(JobStatus):
-        err.print(f"[red]unknown status {status!r}; the statuses are {', '.join(get_args(JobStatus))}[/red]")
-        raise typer.Exit(code=2)
-
-    rows = list_jobs(bootstrap().pool, limit, status)
+    try:
+        statuses = statuses_option(status)
+    except ValueError as exc:
+        _input_error(str(exc))
+    rows, _ = page_jobs(bootstrap().pool, limit, statuses or None)
     if as_json:
         return _print_json(rows)
     table = Table("job", "status", "step", "created", "question")
@@ -362,45 +411,79 @@ def _find_job(ctx, job_id: str):
         return find_job(ctx, job_id)
     except LookupError as exc:
         err.print(f"[red]{exc}[/red]")
-        raise typer.Exit(code=1) from None
+        raise typer.Exit(code=exit_codes.FAILED) from None
 
 
 @jobs_app.command("show")
 def jobs_show(job_id: str, ledger: bool = typer.Option(False, help="also print the tool ledger")):
-    """Print a job's result object (JSON), optionally with its tool ledger."""
+    """Print a job's result object (JSON), optionally with its tool ledger; a failed or rejected job's error comes
+    with a suggestion when its reason allows one."""
+    from agent.failure_hints import job_suggestion
     from agent.persistence.ledger import load_ledger
     from ops.local.bootstrap import bootstrap
 
     ctx = bootstrap()
     job = _find_job(ctx, job_id)
+    suggestion = job_suggestion(ctx, job)
     data = {"job_id": job.id, "status": job.status, "step": job.step, "error": job.error,
+            "suggestion": suggestion.model_dump(mode="json") if suggestion else None,
             "result": job.result.model_dump(mode="json") if job.result else None}
     if ledger:
         data["tool_ledger"] = load_ledger(ctx.pool, job.id)
     _print_json(data)
 
 
+@jobs_app.command("ledger")
+def jobs_ledger(job_id: str, as_json: bool = typer.Option(False, "--json")):
+    """A job's tool ledger: every tool call with its parameters (secrets masked), timing, retries, error class,
+    tokens and cost."""
+    from agent.persistence.ledger import job_ledger
+    from ops.local.bootstrap import bootstrap
+
+    ctx = bootstrap()
+    ledger = job_ledger(ctx.pool, _find_job(ctx, job_id).id)
+    if as_json:
+        typer.echo(ledger.model_dump_json(indent=2))
+        return
+    table = Table("started", caption="--json has each call's parameters")
+    table.add_column("tool", no_wrap=True)
+    for header in ("ms", "retries", "error", "tokens (prompt / completion)", "cost"):
+        table.add_column(header)
+    for c in ledger.calls:
+        table.add_row(c.started_at.strftime("%H:%M:%S.%f")[:-3], c.tool, f"{c.duration_ms:.0f}", str(c.retries), c.error_class or "",
+                      f"{c.prompt_tokens:,} / {c.completion_tokens:,}" if c.llm_requests else "",
+                      f"${c.cost_usd:.4f}" if c.llm_requests else "")
+    console.print(table)
+    console.print(f"{len(ledger.calls)} calls, {ledger.errors} failed, {ledger.retries} retries; tokens "
+                  f"{ledger.prompt_tokens:,} / {ledger.completion_tokens:,}; cost ${ledger.cost_usd:.4f}")
+
+
 @jobs_app.command("cancel")
-def jobs_cancel(job_id: str):
+def jobs_cancel(job_id: str, as_json: bool = typer.Option(False, "--json", help="print the job (as GET /v1/jobs/ID shows it)")):
     """Cancel a job: it ends at its next step with status `cancelled`, keeping its answer so far."""
     from agent.models.job import FINAL_STATUSES
-    from agent.submission import cancel
+    from agent.submission import cancel, find_job, job_view
     from ops.local.bootstrap import bootstrap
     from tasks.dispatch import CeleryDispatcher
 
+    ctx = bootstrap()
     try:
-        status = cancel(bootstrap(), CeleryDispatcher(), job_id)
+        status = cancel(ctx, CeleryDispatcher(), job_id)
     except LookupError as exc:
         err.print(f"[red]{exc}[/red]")
-        raise typer.Exit(code=1) from None
+        raise typer.Exit(code=exit_codes.FAILED) from None
+    if as_json:
+        typer.echo(job_view(find_job(ctx, job_id)).model_dump_json(indent=2))
     if status in FINAL_STATUSES and status != "cancelled":
         err.print(f"[yellow]job {job_id} already ended: {status}[/yellow]")
-        raise typer.Exit(code=1)
-    console.print(f"job {job_id}: cancel requested (status {status}); `finagent jobs show {job_id}` shows the result")
+        raise typer.Exit(code=exit_codes.FAILED)
+    if not as_json:
+        console.print(f"job {job_id}: cancel requested (status {status}); `finagent jobs show {job_id}` shows the result")
 
 
 @jobs_app.command("events")
-def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--no-follow")):
+def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--no-follow"),
+                as_json: bool = typer.Option(False, "--json", help="one JSON event per line on stdout")):
     """Replay a job's events (and keep following until it ends)."""
     from agent.infra.events import follow, replay
     from ops.cli.ask import print_event
@@ -408,8 +491,25 @@ def jobs_events(job_id: str, follow_live: bool = typer.Option(True, "--follow/--
 
     ctx = bootstrap()
     job = _find_job(ctx, job_id)
-    for ev in (follow(ctx.redis, job.id, timeout_s=3600) if follow_live else replay(ctx.redis, job.id)):
-        print_event(ev)
+    try:
+        for ev in (follow(ctx.redis, job.id, timeout_s=3600) if follow_live else replay(ctx.redis, job.id)):
+            if as_json:
+                typer.echo(ev.model_dump_json())
+            else:
+                print_event(ev)
+    except BrokenPipeError:
+        _reader_left()
+
+
+def _reader_left() -> NoReturn:
+    """stdout's reader has gone (`... | head -1`): it read what it wanted, so stop quietly and successfully, with
+    stdout pointed at /dev/null so that the exit's flush has nowhere to fail."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(code=exit_codes.OK)
 
 
 @app.command()
@@ -500,7 +600,7 @@ def main() -> None:
     """The console command: `app`, with three failures reported as one line instead of a traceback, whichever command
     met them: an embedded server that will not start (a setting it cannot run with, a broken data dir: its log's
     reason, exit status 2), a package of an extra that is not installed (exit status 2), and Postgres or Redis down
-    or unreachable (exit status 3)."""
+    or unreachable (exit status 3). The exit statuses are in `ops.cli.exit_codes`."""
     from agent.infra.extras import MissingExtra
     from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
     from agent.settings import env_var
@@ -510,7 +610,7 @@ def main() -> None:
         app()
     except (EmbeddedServerError, MissingExtra) as exc:
         err.print(str(exc), style="red", markup=False, highlight=False)
-        raise SystemExit(2) from None
+        raise SystemExit(exit_codes.BAD_INPUT) from None
     except UNAVAILABLE_TYPES as exc:
         down = unavailable(exc)
         if down is None:
@@ -518,7 +618,7 @@ def main() -> None:
         setting = env_var("database_url" if down.service == "postgres" else "redis_url")
         err.print(f"{down.service} is unavailable: {down.reason} (is it running? {setting} names it; "
                   "`finagent services status` shows what runs here)", style="red", markup=False, highlight=False)
-        raise SystemExit(3) from None
+        raise SystemExit(exit_codes.UNAVAILABLE) from None
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from finagent import Conflict, FinagentClient, NotFound, NotReady, Unauthorized
+from finagent import BadRequest, Conflict, FinagentClient, NotFound, NotReady, Unauthorized
 from tests.integration.served_api import ServedApp, quick_runtime
 
 pytestmark = pytest.mark.integration
@@ -49,10 +49,10 @@ def test_submit_is_idempotent_and_the_result_arrives(fa, api_url):
     # the header overrides the body's key; the HTTP status tells a new job (202) from an existing one (200)
     raw = httpx.post(f"{api_url}/v1/jobs", json={"question": QUESTION, "idempotency_key": "ignored"}, headers={"Idempotency-Key": key})
     assert raw.status_code == 200 and raw.json()["job_id"] == first.job_id and raw.headers["Location"] == first.status_url
-    with pytest.raises(Conflict) as conflict:
+    with pytest.raises(BadRequest) as reused:  # the key with another request (tests/integration/test_api_surface.py)
         fa.submit(QUESTION, idempotency_key=key, mode="detailed")
-    assert conflict.value.status_code == 409 and conflict.value.code == "idempotency_conflict"
-    assert first.job_id in conflict.value.error.message  # type: ignore[union-attr]
+    assert reused.value.status_code == 422 and reused.value.code == "idempotency_key_reused"
+    assert first.job_id in reused.value.error.message  # type: ignore[union-attr]
 
     job = fa.wait(first.job_id, timeout=120)
     assert job.status == "completed" and job.result is not None

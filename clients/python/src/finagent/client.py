@@ -19,11 +19,15 @@ from httpx_sse import ServerSentEvent, SSEError, connect_sse
 from finagent.errors import FinagentError, NotReady, raise_for_error
 from finagent.models import (
     FINAL_STATUSES,
+    BatchCancelled,
     BatchItem,
+    BatchPage,
     BatchProgress,
     BatchSubmitted,
+    BatchSummary,
     Health,
     JobEvent,
+    JobLedger,
     JobPage,
     JobRequest,
     JobSummary,
@@ -61,7 +65,9 @@ class FinagentClient:
     def submit(self, question_or_request: str | JobRequest | Mapping[str, Any], *, idempotency_key: str | None = None,
                **fields: Any) -> Submitted:
         """Submit a job: a question with any JobRequest fields, or a whole request. The same idempotency key with
-        the same request returns the existing job (`created` False); with another request it raises Conflict."""
+        the same request returns the existing job (`created` False); with another request it raises BadRequest (code
+        "idempotency_key_reused"); while another submission with the key is still being made, Conflict (code
+        "idempotency_in_flight": submit again after `retry_after` seconds)."""
         if isinstance(question_or_request, str):
             body: dict[str, Any] = {"question": question_or_request}
         elif isinstance(question_or_request, JobRequest):
@@ -78,6 +84,10 @@ class FinagentClient:
     def cancel(self, job_id: str) -> JobView:
         """Ask a running job to stop (it ends at its next step as `cancelled`); Conflict if it had finished."""
         return JobView.model_validate_json(self._request("DELETE", f"/v1/jobs/{job_id}").content)
+
+    def ledger(self, job_id: str) -> JobLedger:
+        """The job's tool ledger: every tool call with its parameters, timing, retries, error class, tokens and cost."""
+        return JobLedger.model_validate_json(self._request("GET", f"/v1/jobs/{job_id}/ledger").content)
 
     def feedback(self, job_id: str, feedback: str) -> Submitted:
         """Re-run a finished job with feedback: a new job linked to it."""
@@ -166,6 +176,26 @@ class FinagentClient:
 
     def batch(self, batch_id: str) -> BatchProgress:
         return BatchProgress.model_validate_json(self._request("GET", f"/v1/batches/{batch_id}").content)
+
+    def list_batches(self, limit: int = 20, cursor: str | None = None) -> BatchPage:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        return BatchPage.model_validate_json(self._request("GET", "/v1/batches", params=params).content)
+
+    def iter_batches(self, page_size: int = 100) -> Iterator[BatchSummary]:
+        """Every batch, newest first, following the cursor from page to page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_batches(page_size, cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def cancel_batch(self, batch_id: str) -> BatchCancelled:
+        """Ask the batch's unfinished jobs to stop; Conflict if every one had finished."""
+        return BatchCancelled.model_validate_json(self._request("POST", f"/v1/batches/{batch_id}/cancel").content)
 
     def batch_results(self, batch_id: str) -> Iterator[BatchItem]:
         """One item per line of the batch, read as the server streams them."""

@@ -22,7 +22,8 @@ class FinagentError(Exception):
 
 
 class BadRequest(FinagentError):
-    """400, 415 or 422: the request itself is wrong; `error.details` names the fields."""
+    """400, 415 or 422: the request itself is wrong; `error.details` names the fields. An Idempotency-Key already
+    used with a different request is a 422 with code "idempotency_key_reused"."""
 
 
 class Unauthorized(FinagentError):
@@ -34,7 +35,8 @@ class NotFound(FinagentError):
 
 
 class Conflict(FinagentError):
-    """409: an Idempotency-Key reused with a different request, or a job that has already finished."""
+    """409: a submission with the same Idempotency-Key still in flight (code "idempotency_in_flight": retry after
+    `retry_after` seconds), or a job or batch that has already finished."""
 
 
 class PayloadTooLarge(FinagentError):

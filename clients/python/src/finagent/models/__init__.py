@@ -7,13 +7,25 @@ from finagent.models.api_bodies import (
     Feedback,
     Health,
     JobEvent,
+    JobLedger,
     JobPage,
     JobSummary,
     JobView,
     Readiness,
     Submitted,
+    Suggestion,
+    ToolCall,
 )
-from finagent.models.batch_bodies import BatchItem, BatchProgress, BatchSubmitted, ItemStatus, LineError
+from finagent.models.batch_bodies import (
+    BatchCancelled,
+    BatchItem,
+    BatchPage,
+    BatchProgress,
+    BatchSubmitted,
+    BatchSummary,
+    ItemStatus,
+    LineError,
+)
 from finagent.models.job_request import FINAL_STATUSES, AnswerMode, JobRequest, JobStatus, plain_text
 from finagent.models.job_result import (
     Citation,
@@ -27,8 +39,9 @@ from finagent.models.job_result import (
 )
 
 __all__ = [
-    "FINAL_STATUSES", "AnswerMode", "BatchItem", "BatchProgress", "BatchSubmitted", "Citation",
-    "ContextUse", "ErrorBody", "ErrorDetail", "ErrorInfo", "Evaluation", "EvaluationScores", "Feedback", "Health",
-    "ItemStatus", "IterationRecord", "JobEvent", "JobPage", "JobRequest", "JobResult", "JobStatus", "JobSummary",
-    "JobView", "LineError", "Readiness", "RoutingDecision", "Submitted", "ThoroughSearch", "plain_text",
+    "FINAL_STATUSES", "AnswerMode", "BatchCancelled", "BatchItem", "BatchPage", "BatchProgress", "BatchSubmitted",
+    "BatchSummary", "Citation", "ContextUse", "ErrorBody", "ErrorDetail", "ErrorInfo", "Evaluation", "EvaluationScores",
+    "Feedback", "Health", "ItemStatus", "IterationRecord", "JobEvent", "JobLedger", "JobPage", "JobRequest",
+    "JobResult", "JobStatus", "JobSummary", "JobView", "LineError", "Readiness", "RoutingDecision", "Submitted",
+    "Suggestion", "ThoroughSearch", "ToolCall", "plain_text",
 ]

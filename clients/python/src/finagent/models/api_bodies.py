@@ -38,6 +38,16 @@ class Submitted(BaseModel):
     events_url: str
 
 
+class Suggestion(BaseModel):
+    """What to change so that a failed or rejected job can succeed, when the reason allows one: the known tickers
+    near an unknown one, or the periods a company has when the one asked for is out of its range. (A completed job's
+    offer to search thoroughly is `result.suggestion`.)"""
+
+    message: str  # one line for a human: "did you mean AAPL? (APPL is not a known ticker)"
+    tickers: list[str] = Field(default_factory=list)  # known tickers close to the unknown ones, closest first
+    available: dict[str, str] = Field(default_factory=dict)  # ticker -> its range, "Q1 2023 to Q4 2024"
+
+
 class JobView(BaseModel):
     job_id: str
     status: JobStatus
@@ -50,6 +60,7 @@ class JobView(BaseModel):
     created_at: dt.datetime | None = None
     updated_at: dt.datetime | None = None
     error: str | None = None
+    suggestion: Suggestion | None = None  # with `error`, when the reason allows one
     result: JobResult | None = None
 
 
@@ -67,6 +78,37 @@ class JobSummary(BaseModel):
 class JobPage(BaseModel):
     items: list[JobSummary]
     next_cursor: str | None = None  # opaque; pass it back as `cursor` for the next (older) page
+
+
+class ToolCall(BaseModel):
+    """One tool call of a job (a search, an LLM request, a news lookup), as the tool ledger recorded it."""
+
+    call_key: str  # the call's deterministic key: a retried or redelivered call updates its row
+    tool: str  # transcript_search, llm.plan, llm.extract, news_search, ...
+    params: dict[str, Any] = Field(default_factory=dict)  # secrets masked
+    started_at: dt.datetime
+    duration_ms: float
+    result_size: int = 0
+    retries: int = 0
+    error_class: str | None = None  # network, rate_limit, schema, internal, ... (None: it succeeded)
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached: bool = False  # answered by the LLM response cache
+    llm_requests: int = 0
+
+
+class JobLedger(BaseModel):
+    """A job's tool ledger: every call in the order they started, and their totals."""
+
+    job_id: str
+    calls: list[ToolCall]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+    errors: int = 0  # calls that failed
 
 
 class Feedback(BaseModel):

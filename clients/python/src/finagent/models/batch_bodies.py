@@ -52,3 +52,30 @@ class BatchProgress(BaseModel):
     done: int  # lines that reached a final status (invalid lines included)
     finished_at: dt.datetime | None = None  # when the last job ended, once every line is done
     eta_seconds: float | None = None  # from the pace so far
+
+
+class BatchSummary(BaseModel):
+    """A batch in a listing: its lines counted by status."""
+
+    batch_id: str
+    name: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    total: int
+    counts: dict[str, int] = Field(default_factory=dict)  # status -> lines
+    done: int  # lines that reached a final status (invalid lines included)
+
+
+class BatchPage(BaseModel):
+    items: list[BatchSummary]
+    next_cursor: str | None = None  # opaque; pass it back as `cursor` for the next (older) page
+
+
+class BatchCancelled(BaseModel):
+    """What cancelling a batch did: its unfinished jobs were asked to stop (each ends at its next step as
+    `cancelled`); its finished ones are left as they are."""
+
+    batch_id: str
+    cancelled: list[str] = Field(default_factory=list)  # the job ids asked to stop
+    finished: int = 0  # jobs that had already ended
+    status_url: str
