@@ -19,9 +19,10 @@ from finagent.models import (
     RoutingDecision,
     ThoroughSearch,
 )
+from finagent.models.job_request import Strategy
 
 __all__ = ["FINAL_STATUSES", "ContextUse", "EventType", "IterationRecord", "JobRequest", "JobResult", "JobState", "JobStatus",
-           "Limits", "Outbox", "Phase", "RoutingDecision", "StepEvent", "TenKProgress", "ThoroughSearch", "TimedStage", "Timing"]
+           "Limits", "Outbox", "Phase", "RoutingDecision", "StepEvent", "Strategy", "TenKProgress", "ThoroughSearch", "TimedStage", "Timing"]
 
 Phase = Literal["planning", "execution", "refinement"]
 TimedStage = Literal["reasoning", "retrieval", "generation", "evaluation", "tenk"]
@@ -62,14 +63,16 @@ class Outbox(BaseModel):
 
 
 class TenKProgress(BaseModel):
-    """The 10-K agent's rounds within one iteration."""
+    """The 10-K agent's rounds within one iteration, one line of work per filing: a company's 10-K for one fiscal
+    year, keyed 'ACME:FY2024' (agent.models.tenk.filing_key). A state saved when the rounds were per company keys
+    them by ticker alone; it still loads, and its ticker stands for each of that company's filings."""
 
     round: int = 0
-    quality: dict[str, float] = Field(default_factory=dict)  # ticker -> quality of its last evaluated answer
-    missing: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> missing information to replan from
-    open: list[str] = Field(default_factory=list)  # tickers still below the quality threshold
-    retrieved: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> sub-question signatures already searched
-    last_plan: dict[str, str] = Field(default_factory=dict)  # ticker -> step key of its latest 10-K plan
+    quality: dict[str, float] = Field(default_factory=dict)  # filing -> quality of its last evaluated answer
+    missing: dict[str, list[str]] = Field(default_factory=dict)  # filing -> missing information to replan from
+    open: list[str] = Field(default_factory=list)  # filings still below the quality threshold
+    retrieved: dict[str, list[str]] = Field(default_factory=dict)  # filing -> sub-question signatures already searched
+    last_plan: dict[str, str] = Field(default_factory=dict)  # filing -> step key of its latest 10-K plan
     searched: bool = False  # this iteration's transcript and news searches have been dispatched
     done: bool = False
 

@@ -52,6 +52,23 @@ class ResearchPlan(BaseModel):
     invalid_reason: str | None = None
     confidence: float = Field(default=0.9, ge=0, le=1)
 
+    @property
+    def uses_transcripts(self) -> bool:
+        """The earnings calls: named, or within `hybrid`; a plan that names no source searches them too (the
+        `needs_` flags add the 10-K or the news to them)."""
+        named = set(self.data_sources)
+        return bool(named & {"earnings_transcripts", "hybrid"}) or not named
+
+    @property
+    def uses_10k(self) -> bool:
+        """The 10-K: asked for, named, or within `hybrid` (transcripts and the 10-K)."""
+        return self.needs_10k or bool(set(self.data_sources) & {"10k", "hybrid"})
+
+    @property
+    def uses_news(self) -> bool:
+        """A news search: asked for, or `news` named among the sources."""
+        return self.needs_latest_news or "news" in self.data_sources
+
 
 class TickerPeriods(BaseModel):
     ticker: str

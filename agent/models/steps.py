@@ -11,7 +11,7 @@ Keys keep the string form stored in `research_jobs.step` and `job_step_outputs.s
 | news output              | `{it}:news`                       |                          |
 | extract / evaluate       | `{it}:{stage}:{scope}`            | `1:extract:AAPL:2024_q4` |
 | compose                  | `{it}:compose`                    |                          |
-| 10-K plan/answer/evaluate| `{it}:tenk{round}:{sub}:{ticker}` | `1:tenk2:answer:AAPL`    |
+| 10-K plan/answer/evaluate| `{it}:tenk{round}:{sub}:{filing}` | `1:tenk2:answer:AAPL:FY2024` |
 | 10-K retrieve            | `{it}:tenk{round}:retrieve:{slot}`| `1:tenk1:retrieve:0`     |
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import BaseModel, Field
 
 from agent.models.research import Answer, Evaluation, ResearchPlan, ScopeFindings, SearchSpec, Usage
-from agent.models.tenk import TenKEvaluation, TenKPlan
+from agent.models.tenk import TenKEvaluation, TenKPlan, filing_key
 
 
 class Stage(str, Enum):
@@ -273,13 +273,15 @@ class EvaluateCall(_Call):
 
 
 class _CompanyRoundCall(_Call):
-    """A 10-K call about one company in one round; its output is keyed by both."""
+    """A 10-K call about one company's filing for one fiscal year in one round; its output is keyed by both
+    ('ACME:FY2024'). A call saved before the rounds were per filing has no year and is keyed by the ticker."""
 
     round: int
     ticker: str
+    fiscal_year: int | None = None
 
     def part(self) -> str:
-        return self.ticker
+        return self.ticker if self.fiscal_year is None else filing_key(self.ticker, self.fiscal_year)
 
 
 class TenKPlanCall(_CompanyRoundCall):
@@ -292,7 +294,12 @@ class TenKPlanCall(_CompanyRoundCall):
 
 class Assignment(BaseModel):
     ticker: str
-    sub_question: int  # the sub-question's id in that company's 10-K plan
+    sub_question: int  # the sub-question's id in that filing's 10-K plan
+    fiscal_year: int | None = None  # None: saved before the rounds were per filing
+
+    def part(self) -> str:
+        """The filing's part of the plan's step key (as its TenKPlanCall's)."""
+        return self.ticker if self.fiscal_year is None else filing_key(self.ticker, self.fiscal_year)
 
 
 class TenKRetrieveCall(_Call):
@@ -333,12 +340,12 @@ def call_chains(calls: list[TaskCall]) -> list[list[TaskCall]]:
     chains: list[list[TaskCall]] = []
     answers: dict[tuple[int, str], list[TaskCall]] = {}
     for call in calls:
-        if isinstance(call, TenKEvaluateCall) and (call.round, call.ticker) in answers:
-            answers[(call.round, call.ticker)].append(call)
+        if isinstance(call, TenKEvaluateCall) and (call.round, call.part()) in answers:
+            answers[(call.round, call.part())].append(call)
             continue
         chains.append([call])
         if isinstance(call, TenKAnswerCall):
-            answers[(call.round, call.ticker)] = chains[-1]
+            answers[(call.round, call.part())] = chains[-1]
     return chains
 
 

@@ -10,6 +10,12 @@ from agent.models.research import Evidence
 ITEMS = ("1", "1A", "7", "7A", "8")
 
 
+def filing_key(ticker: str, fiscal_year: int) -> str:
+    """One 10-K filing, the 10-K agent's unit of work: 'ACME:FY2024'. Its rounds' calls, step keys and progress are
+    keyed by it, so two fiscal years of one company run side by side."""
+    return f"{ticker}:FY{fiscal_year}"
+
+
 class SubQuestion(BaseModel):
     id: int
     text: str

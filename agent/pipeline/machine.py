@@ -78,7 +78,7 @@ from agent.pipeline.inputs import StepInput, StepOutcome
 from agent.pipeline.news_stage import collect_news
 from agent.pipeline.result import build_result, rejected_result
 from agent.pipeline.scopes import evaluation_scopes
-from agent.pipeline.search_plan import plan_search, search_specs
+from agent.pipeline.search_plan import default_queries, plan_search, search_specs
 from agent.pipeline.stage_context import RoundEnd
 from agent.pipeline.working_memory import context_use, working_memory
 from agent.settings import Settings
@@ -167,6 +167,9 @@ class Step:
             self.emit("error", reason, step="plan", error_class=out.error_class)
             return self._finish("failed", self._result("failed", error=reason, error_class=out.error_class or "unknown"))
         plan = out.plan
+        if plan.is_valid and not plan.search_queries:  # a plan without search phrases would search nothing
+            plan = plan.model_copy(update={"search_queries": default_queries(plan, self.state.request.question)})
+            self.state.trace("the plan has no search phrases; searching for: " + "; ".join(plan.search_queries))
         self.state.plan = plan
         if out.corrected:
             self.state.trace("planner asked to correct its parameters: " + "; ".join(out.corrected))
@@ -177,8 +180,10 @@ class Step:
                                                             plan.invalid_reason or "invalid question"))
         self.state.limits = limits_for(self.settings, self.state, plan)
         self.state.phase_iterations["planning"] += 1
-        router.record(self.state, router.initial_strategy(plan), plan.confidence, plan.reasoning)
-        self.state.search_plan = plan_search(plan, self.inp.availability, self.state.strategy)
+        requested = self.state.request.strategy
+        router.record(self.state, router.initial_strategy(plan, requested), plan.confidence,
+                      plan.reasoning if requested == "auto" else f"{requested}, as the request asks")
+        self.state.search_plan = plan_search(plan, self.inp.availability, self.state.strategy, requested=requested != "auto")
         sp = self.state.search_plan
         self.emit("planning", f"Plan: {plan.topic or plan.intent} for {', '.join(plan.tickers)}",
                   reasoning=plan.reasoning, tickers=plan.tickers, time_refs=plan.time_refs, question_type=plan.question_type,
@@ -186,10 +191,10 @@ class Step:
                   periods={tp.ticker: tp.periods for tp in sp.transcripts}, tenk={tp.ticker: tp.periods for tp in sp.tenk},
                   problems=sp.problems, limits=self.state.limits.model_dump(), strategy=self.state.strategy)
         self.state.phase = "execution"
-        if not sp.transcripts and not sp.tenk and not plan.needs_latest_news:
+        if not sp.transcripts and not sp.tenk and not plan.uses_news:
             reason = "; ".join(sp.problems) or "nothing to search for this question"
             return self._finish("failed", self._result("failed", error=reason, error_class="no_data"))
-        return self._start_iteration(sp.queries, news_query=self._first_news_query() if plan.needs_latest_news else None)
+        return self._start_iteration(sp.queries, news_query=self._first_news_query() if plan.uses_news else None)
 
     def _first_news_query(self) -> str:
         """The companies by name (and ticker) and the topic: 'Acme Corp (ACME) pricing'."""

@@ -1,18 +1,40 @@
 """Routing: the initial strategy, and the retry through a different strategy after a low-confidence answer."""
 from __future__ import annotations
 
-from agent.models.job import JobState, RoutingDecision
+from typing import get_args
+
+from agent.models.job import JobState, RoutingDecision, Strategy
 from agent.models.research import ResearchPlan, SearchPlan
 
-STRATEGIES = ("transcripts_first", "10k_first", "hybrid", "broad_window", "transcripts_first_fallback")
+# the strategies a request may name (JobRequest.strategy, besides `auto`: the router's own choice)
+STRATEGIES: tuple[str, ...] = tuple(s for s in get_args(Strategy) if s != "auto")
 
 
-def initial_strategy(plan: ResearchPlan) -> str:
-    tenk = plan.needs_10k or "10k" in plan.data_sources
-    transcripts = "earnings_transcripts" in plan.data_sources or "hybrid" in plan.data_sources
-    if tenk and transcripts:
+def initial_strategy(plan: ResearchPlan, requested: str = "auto") -> str:
+    """The strategy the request named; with `auto`, the one the plan's sources call for."""
+    if requested != "auto":
+        return requested
+    if plan.uses_10k and plan.uses_transcripts:
         return "hybrid"
-    return "10k_first" if tenk else "transcripts_first"
+    return "10k_first" if plan.uses_10k else "transcripts_first"
+
+
+# Chosen by the router (or re-routed to), a strategy searches the plan's sources and adds its own: (transcripts, 10-K)
+_ADDS: dict[str, tuple[bool, bool]] = {"10k_first": (False, True), "hybrid": (True, True),
+                                       "transcripts_first_fallback": (True, False)}
+# Named by the request, it decides them (None: the 10-K as the plan asks); what it leaves out comes by a re-route
+_OWN: dict[str, tuple[bool, bool | None]] = {"transcripts_first": (True, False), "10k_first": (False, True),
+                                             "hybrid": (True, True), "broad_window": (True, None),
+                                             "transcripts_first_fallback": (True, None)}
+
+
+def sources(plan: ResearchPlan, strategy: str, requested: bool = False) -> tuple[bool, bool]:
+    """Whether the search reads the earnings calls and the 10-K under `strategy` (news is the plan's own choice)."""
+    if requested and strategy in _OWN:
+        transcripts, tenk = _OWN[strategy]
+        return transcripts, plan.uses_10k if tenk is None else tenk
+    add_transcripts, add_tenk = _ADDS.get(strategy, (False, False))
+    return plan.uses_transcripts or add_transcripts, plan.uses_10k or add_tenk
 
 
 def record(state: JobState, strategy: str, confidence: float, reasoning: str) -> None:

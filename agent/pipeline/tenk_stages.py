@@ -1,6 +1,7 @@
-"""The 10-K agent as coordinator stages: plan sub-questions per company, retrieve them in one chord of
-at most `tenk_parallelism` tasks, answer and evaluate per company, and replan from the missing
-information until quality reaches `tenk_quality_threshold` or `tenk_max_iterations` rounds have run."""
+"""The 10-K agent as coordinator stages: plan sub-questions per filing (a company's 10-K for one fiscal year: two
+years of one company are two filings), retrieve them in one chord of at most `tenk_parallelism` tasks, answer and
+evaluate per filing, and replan from the missing information until quality reaches `tenk_quality_threshold` or
+`tenk_max_iterations` rounds have run. Every filing's round runs in the same fan-out."""
 from __future__ import annotations
 
 from agent.models.job import TenKProgress
@@ -17,7 +18,7 @@ from agent.models.steps import (
     TenKRetrieveCall,
     TenKRetrieveOutput,
 )
-from agent.models.tenk import TenKPlan
+from agent.models.tenk import TenKPlan, filing_key
 from agent.pipeline.budget import out_of_time
 from agent.pipeline.inputs import StepOutcome
 from agent.pipeline.stage_context import StageContext
@@ -28,9 +29,21 @@ def has_targets(step: StageContext) -> bool:
     return sp is not None and bool(sp.tenk)
 
 
-def _targets(step: StageContext) -> list[tuple[str, int]]:
+def targets(step: StageContext) -> list[tuple[str, str, int]]:
+    """Every filing the search plan reads: (filing key, ticker, fiscal year), one per company and fiscal year."""
     assert step.state.search_plan is not None
-    return [(tp.ticker, int(tp.periods[0].removeprefix("FY"))) for tp in step.state.search_plan.tenk if tp.periods]
+    found = [(tp.ticker, int(p.removeprefix("FY"))) for tp in step.state.search_plan.tenk for p in tp.periods]
+    return [(filing_key(t, fy), t, fy) for t, fy in dict.fromkeys(found)]
+
+
+def _open(tk: TenKProgress, key: str) -> bool:
+    """Still below the quality bar (a state saved when the rounds were per company lists the ticker)."""
+    return key in tk.open or key.split(":")[0] in tk.open
+
+
+def _of(table: dict, key: str, default=None):
+    """A filing's entry, or its company's in a state saved when the rounds were per company."""
+    return table.get(key, table.get(key.split(":")[0], default))
 
 
 def start_tenk(step: StageContext, missing_info: list[str]) -> StepOutcome:
@@ -38,17 +51,19 @@ def start_tenk(step: StageContext, missing_info: list[str]) -> StepOutcome:
     iteration's transcript and news searches, so they run concurrently. In a follow-up iteration it replans
     from what the evaluation found missing, and sub-questions already searched are not searched again."""
     old = step.state.tenk
-    tickers = [t for t, _ in _targets(step)]
-    step.state.tenk = TenKProgress(round=1, open=tickers, missing={t: missing_info for t in tickers if missing_info},
+    keys = [k for k, _, _ in targets(step)]
+    step.state.tenk = TenKProgress(round=1, open=keys, missing={k: missing_info for k in keys if missing_info},
                                    retrieved=old.retrieved, last_plan=old.last_plan)
     return _tenk_plan_calls(step)
 
 
 def _tenk_plan_calls(step: StageContext) -> StepOutcome:
     tk = step.state.tenk
-    calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=tk.missing.get(t, []),
-                                          previous=tk.last_plan.get(t) if tk.round == 1 else None)
-                             for t, fy in _targets(step) if t in tk.open]
+    filings = [(k, t, fy) for k, t, fy in targets(step) if _open(tk, k)]
+    tk.open = [k for k, _, _ in filings]  # (a state saved per company is keyed per filing from here on)
+    calls: list[TaskCall] = [TenKPlanCall(round=tk.round, ticker=t, fiscal_year=fy, missing_info=_of(tk.missing, k, []),
+                                          previous=_of(tk.last_plan, k) if tk.round == 1 else None)
+                             for k, t, fy in filings]
     return step.dispatch(Stage.tenk_plan, calls)
 
 
@@ -77,31 +92,32 @@ def _done(step: StageContext) -> StepOutcome:
 def after_tenk_plan(step: StageContext) -> StepOutcome:
     step.stage_time("tenk")
     tk = step.state.tenk
-    plans: dict[str, TenKPlan] = {}
+    plans: dict[str, TenKPlan] = {}  # filing key (the plan's step-key part) -> its plan
     for key, out in step.read(Stage.tenk_plan, tk.round).items():
         if isinstance(out, TenKPlanOutput):
             plans[key.part] = out.plan
             tk.last_plan[key.part] = str(key)
         else:
-            step.emit("error", f"10-K planning failed: {getattr(out, 'error', None)}", step="tenk_plan",
-                      error_class=getattr(out, "error_class", None))
+            step.emit("error", f"10-K planning failed for {key.part}: {getattr(out, 'error', None)}", step="tenk_plan",
+                      filing=key.part, error_class=getattr(out, "error_class", None))
     if not plans:
         return _done(step)
     limit = step.settings.tenk_parallelism
     assignments: list[list[Assignment]] = [[] for _ in range(limit)]
     n = 0
-    for ticker, plan in plans.items():
+    for part, plan in plans.items():
+        year = None if part == plan.ticker else plan.fiscal_year  # a plan saved per company is keyed by its ticker
         for sq in plan.sub_questions:
             signature = f"{sq.kind}|{'/'.join(sq.items)}|{sq.keywords}"
-            if signature in tk.retrieved.get(ticker, []):
+            if signature in tk.retrieved.get(part, []):
                 continue  # a replan repeats the sub-questions it keeps: their evidence is already in
-            tk.retrieved.setdefault(ticker, []).append(signature)
-            assignments[n % limit].append(Assignment(ticker=ticker, sub_question=sq.id))
+            tk.retrieved.setdefault(part, []).append(signature)
+            assignments[n % limit].append(Assignment(ticker=plan.ticker, fiscal_year=year, sub_question=sq.id))
             n += 1
-    step.emit("tenk_search", f"10-K round {tk.round}: {n} sub-questions",
-              phase="plan", round=tk.round,
-              sub_questions={t: [f"[{q.kind}] Item {'/'.join(q.items)}: {q.text}" for q in p.sub_questions]
-                             for t, p in plans.items()})
+    step.emit("tenk_search", f"10-K round {tk.round}: {n} sub-questions over {len(plans)} filing(s)",
+              phase="plan", round=tk.round, filings=list(plans),
+              sub_questions={k: [f"[{q.kind}] Item {'/'.join(q.items)}: {q.text}" for q in p.sub_questions]
+                             for k, p in plans.items()})
     calls: list[TaskCall] = [TenKRetrieveCall(round=tk.round, slot=i, assignments=a)
                              for i, a in enumerate(assignments) if a]
     if not calls:
@@ -116,10 +132,19 @@ def after_tenk_retrieve(step: StageContext) -> StepOutcome:
                 if isinstance(o, TenKRetrieveOutput))
     step.emit("tenk_search", f"10-K round {tk.round}: {added} new passages and tables", phase="retrieval",
               round=tk.round, chunks_added=added)
-    # each company's evaluation is chained to its own answer (models.steps.call_chains): it reads only that answer
-    calls: list[TaskCall] = [c for t in tk.open for c in (TenKAnswerCall(round=tk.round, ticker=t),
-                                                          TenKEvaluateCall(round=tk.round, ticker=t))]
+    # each filing's evaluation is chained to its own answer (models.steps.call_chains): it reads only that answer
+    calls: list[TaskCall] = [c for t, fy in _open_filings(step) for c in (TenKAnswerCall(round=tk.round, ticker=t, fiscal_year=fy),
+                                                                         TenKEvaluateCall(round=tk.round, ticker=t, fiscal_year=fy))]
     return step.dispatch(Stage.tenk_answer, calls + _early_extracts(step))
+
+
+def _open_filings(step: StageContext) -> list[tuple[str, int | None]]:
+    """(ticker, fiscal year) of each filing still open; a ticker alone (no year) in a state saved per company."""
+    out: list[tuple[str, int | None]] = []
+    for entry in step.state.tenk.open:
+        ticker, _, year = entry.partition(":FY")
+        out.append((ticker, int(year) if year else None))
+    return out
 
 
 def _early_extracts(step: StageContext) -> list[TaskCall]:
@@ -149,7 +174,8 @@ def after_tenk_answer(step: StageContext) -> StepOutcome:
         # them (the time may run out, or the job be cancelled, during the 10-K rounds)
         step.read(Stage.extract)
     evaluated = {key.part for key in step.inp.outputs.of(st.iteration, Stage.tenk_evaluate, tk.round)}
-    waiting: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t) for t in tk.open if t not in evaluated]
+    waiting: list[TaskCall] = [TenKEvaluateCall(round=tk.round, ticker=t, fiscal_year=fy) for t, fy in _open_filings(step)]
+    waiting = [c for c in waiting if c.part() not in evaluated]
     if waiting:
         return step.dispatch(Stage.tenk_evaluate, waiting)
     return after_tenk_evaluate(step)
@@ -161,9 +187,9 @@ def after_tenk_evaluate(step: StageContext) -> StepOutcome:
     for key, out in step.read(Stage.tenk_evaluate, tk.round).items():
         if isinstance(out, TenKEvaluateOutput):
             tk.quality[key.part], tk.missing[key.part] = out.evaluation.quality, out.evaluation.missing_info
-    tk.open = [t for t in tk.open if tk.quality.get(t, 0) < s.tenk_quality_threshold]
+    tk.open = [k for k in tk.open if tk.quality.get(k, 0) < s.tenk_quality_threshold]
     replan = bool(tk.open) and tk.round < s.tenk_max_iterations and not out_of_time(step.state, step.now)
-    step.emit("tenk_search", f"10-K round {tk.round}: quality " + ", ".join(f"{t} {q:.0%}" for t, q in tk.quality.items()),
+    step.emit("tenk_search", f"10-K round {tk.round}: quality " + ", ".join(f"{k} {q:.0%}" for k, q in tk.quality.items()),
               phase="evaluation", round=tk.round, quality=tk.quality, missing_info=tk.missing, will_replan=replan)
     step.state.trace(f"10-K round {tk.round}: quality {tk.quality}; {'replanning' if replan else 'done'}")
     if replan:

@@ -12,7 +12,7 @@ from agent.pipeline.budget import budget_note
 from agent.pipeline.inputs import Availability
 from agent.providers.llm.roles import LLMProvider, PlanRequest
 from agent.retrieval.availability import names_and_periods
-from agent.retrieval.companies import load_companies
+from agent.retrieval.companies import find_tickers, load_companies, match_company
 from agent.retrieval.periods import resolve
 
 
@@ -32,24 +32,64 @@ def parameter_problems(plan: ResearchPlan, companies: list[Company], availabilit
     """What in the plan names something finagent does not have: a ticker, or a period of a company's calls."""
     known = {c.ticker for c in companies}
     problems = [f"{t} is not a known ticker (known: {', '.join(sorted(known)[:20])})" for t in plan.tickers if t not in known]
-    if "earnings_transcripts" in plan.data_sources or "hybrid" in plan.data_sources:
+    if plan.uses_transcripts:
         for ticker in (t for t in plan.tickers if t in known):
             problems += resolve(plan.time_refs, availability.transcripts.get(ticker, []), ticker).problems
     return problems
 
 
+def companies_from_question(plan: ResearchPlan, request: PlanRequest) -> tuple[ResearchPlan, list[str]]:
+    """The plan's companies made ones finagent knows, from what it wrote and from the question, with no planner call:
+    a "ticker" that is a registered company's name or alias (or holds its symbol) becomes its ticker; a plan left with
+    no known company takes the question's (the caller's tickers, else a ticker or a registered name in the question).
+    Unknown tickers it cannot place stay, for the planner to correct. Returns the plan and what was repaired."""
+    if not plan.is_valid:
+        return plan, []
+    known = {c.ticker for c in request.companies}
+    tickers: list[str] = []
+    unknown: list[str] = []
+    notes: list[str] = []
+    for written in plan.tickers:
+        if written in known:
+            tickers.append(written)
+            continue
+        matched = match_company(written, request.companies)
+        found = [matched.ticker] if matched else find_tickers(written, request.companies)
+        if found:
+            notes.append(f"the plan's company {written!r} is {', '.join(found)}")
+            tickers += found
+        else:
+            unknown.append(written)
+    if not tickers:
+        asked = [t for t in request.tickers_hint if t in known] or find_tickers(request.question, request.companies)
+        if asked:
+            notes.append(f"the plan named no known company; the question names {', '.join(asked)}")
+            tickers, unknown = asked, []
+    tickers = list(dict.fromkeys(tickers + unknown))
+    if tickers == plan.tickers:
+        return plan, []
+    question_type = plan.question_type
+    if (len(tickers) > 1) == (question_type == "single_company"):
+        question_type = "multiple_companies" if len(tickers) > 1 else "single_company"
+    return plan.model_copy(update={"tickers": tickers, "question_type": question_type}), notes
+
+
 def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, usage: Usage,
                    availability_for: Callable[[list[str]], Availability]) -> tuple[ResearchPlan, Usage, list[str]]:
+    """The plan with its parameters checked: a plan that names no company takes the question's; an unknown ticker
+    or a period a company does not have goes back to the planner once. Returns what was wrong."""
     if not plan.is_valid:
         return plan, usage, []
+    plan, repaired = companies_from_question(plan, request)
     problems = parameter_problems(plan, request.companies, availability_for(plan.tickers))
     if not problems:
-        return plan, usage, []
+        return plan, usage, repaired
     note = ("Correct the plan's parameters: " + "; ".join(problems)
             + ". Use only listed tickers and periods the company has; keep everything else.")
     fixed, more = llm.plan(request.model_copy(update={"feedback": "\n".join(filter(None, [request.feedback, note])),
                                                       "previous_plan": plan}))
     usage = usage.add(more)
+    fixed, _ = companies_from_question(fixed, request)  # the corrected plan may have dropped them again
     if fixed.is_valid and len(parameter_problems(fixed, request.companies, availability_for(fixed.tickers))) < len(problems):
         plan = fixed
     known = {c.ticker for c in request.companies}
@@ -60,7 +100,7 @@ def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, u
             "invalid_reason": f"Unknown ticker {', '.join(unknown)}: no such company is known to finagent. "
                               f"Known companies include {', '.join(sorted(known)[:12])}.",
         })
-    return plan, usage, problems
+    return plan, usage, repaired + problems
 
 
 def load_availability(ctx: Context, tickers: list[str], conn=None) -> Availability:

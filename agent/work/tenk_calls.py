@@ -1,9 +1,11 @@
 """The work of the 10-K agent's fan-out calls: plan, retrieve (at most `tenk_parallelism` calls), answer, evaluate."""
 from __future__ import annotations
 
+import re
+
 from agent.context import Context
 from agent.db import reading
-from agent.models.research import Evidence, Usage
+from agent.models.research import Answer, Evidence, Usage
 from agent.models.steps import (
     Stage,
     StepKey,
@@ -24,30 +26,36 @@ from agent.pipeline.budget import budget_note
 from agent.tenk.retrieval import retrieve
 from agent.work.answering import assign_markers
 
+_MARKER = re.compile(r"\[10K\d+\]")
+
 
 def _output(ctx: Context, job_id: str, key: StepKey):
     rows = jobstore.get_outputs(ctx.pool, job_id, str(key))
     return StepOutputs.from_rows(rows).items.get(key)
 
 
-def _plan(ctx: Context, job_id: str, iteration: int, rnd: int, ticker: str) -> TenKPlan:
-    out = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_plan, round=rnd, part=ticker))
+def _plan(ctx: Context, job_id: str, iteration: int, rnd: int, part: str) -> TenKPlan:
+    """The round's 10-K plan of one filing ('ACME:FY2024'; a ticker alone for a job saved per company)."""
+    out = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_plan, round=rnd, part=part))
     if not isinstance(out, TenKPlanOutput):
-        raise LookupError(f"no 10-K plan for {ticker} in round {rnd}")
+        raise LookupError(f"no 10-K plan for {part} in round {rnd}")
     return out.plan
 
 
-def _tenk_evidence(ctx: Context, job_id: str, ticker: str) -> tuple[list[Evidence], dict[str, str]]:
+def _tenk_evidence(ctx: Context, job_id: str, ticker: str, fiscal_year: int | None) -> tuple[list[Evidence], dict[str, str]]:
+    """One filing's 10-K passages and tables (every year's of the company when `fiscal_year` is None), and the
+    job's markers."""
     evidence = jobstore.load_evidence(ctx.pool, job_id)
     markers = assign_markers(evidence)
-    return [e for e in evidence if e.source_type in ("10k", "10k_table") and e.ticker == ticker], markers
+    return [e for e in evidence if e.source_type in ("10k", "10k_table") and e.ticker == ticker
+            and (fiscal_year is None or e.fiscal_year == fiscal_year)], markers
 
 
 def do_plan(ctx: Context, job_id: str, iteration: int, call: TenKPlanCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
     previous = None
     if call.round > 1:
-        previous = _plan(ctx, job_id, iteration, call.round - 1, call.ticker)
+        previous = _plan(ctx, job_id, iteration, call.round - 1, call.part())
     elif call.previous:  # a follow-up iteration revises the last plan of an earlier one
         earlier = _output(ctx, job_id, StepKey.parse(call.previous))
         previous = earlier.plan if isinstance(earlier, TenKPlanOutput) else None
@@ -68,10 +76,10 @@ def do_retrieve(ctx: Context, job_id: str, iteration: int, call: TenKRetrieveCal
     added, total = 0, Usage()
     plans: dict[str, TenKPlan] = {}
     for a in call.assignments:
-        plan = plans.setdefault(a.ticker, _plan(ctx, job_id, iteration, call.round, a.ticker))
+        plan = plans.get(a.part()) or plans.setdefault(a.part(), _plan(ctx, job_id, iteration, call.round, a.part()))
         sq = next(q for q in plan.sub_questions if q.id == a.sub_question)
         # a ledger row per sub-question (not a step output): the slot's output key carries the total
-        ledger_key = f"{iteration}:tenk{call.round}:retrieve:{a.ticker}:{a.sub_question}"
+        ledger_key = f"{iteration}:tenk{call.round}:retrieve:{a.part()}:{a.sub_question}"
         present = filing_items(ctx.pool, a.ticker, plan.fiscal_year)
         if sq.items and present and not set(sq.items) & present:
             with record_call(ctx.pool, job_id, ledger_key + ":fix", "llm.plan_10k.fix",
@@ -119,10 +127,11 @@ def filing_items(pool, ticker: str, fiscal_year: int) -> set[str]:
 
 def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
-    plan = _plan(ctx, job_id, iteration, call.round, call.ticker)
-    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker)
+    plan = _plan(ctx, job_id, iteration, call.round, call.part())
+    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker, call.fiscal_year)
     key = call.output_key(iteration)
-    with record_call(ctx.pool, job_id, str(key), "llm.answer_10k", {"ticker": call.ticker, "evidence": len(evidence)}) as rec:
+    with record_call(ctx.pool, job_id, str(key), "llm.answer_10k",
+                     {"ticker": call.ticker, "fiscal_year": call.fiscal_year, "evidence": len(evidence)}) as rec:
         answer, usage = ctx.llm.answer_10k(TenKAnswerRequest(question=state.request.question, plan=plan, evidence=evidence,
                                                              markers=markers, budget_note=budget_note(state)))
         rec.result_size = len(answer.text)
@@ -132,12 +141,13 @@ def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -
 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
-    plan = _plan(ctx, job_id, iteration, call.round, call.ticker)
-    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker)
-    answer = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_answer, round=call.round, part=call.ticker))
+    plan = _plan(ctx, job_id, iteration, call.round, call.part())
+    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker, call.fiscal_year)
+    answer = _output(ctx, job_id, StepKey(iteration=iteration, stage=Stage.tenk_answer, round=call.round, part=call.part()))
     answered = answer if isinstance(answer, TenKAnswerOutput) else None
     key = call.output_key(iteration)
-    with record_call(ctx.pool, job_id, str(key), "llm.evaluate_10k", {"ticker": call.ticker}) as rec:
+    with record_call(ctx.pool, job_id, str(key), "llm.evaluate_10k",
+                     {"ticker": call.ticker, "fiscal_year": call.fiscal_year}) as rec:
         ev, usage = ctx.llm.evaluate_10k(TenKEvaluateRequest(
             question=state.request.question, plan=plan, round=call.round,
             answer=answered.answer.text if answered else "", evidence=evidence,
@@ -147,8 +157,37 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCal
 
 
 def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | None:
-    """The latest 10-K answer for a company (any iteration, last round), used as its 10-K findings."""
+    """The company's 10-K findings: the latest answer (any iteration, last round) of each of its filings, one fiscal
+    year after another, as one answer. Each answer's markers were numbered over the evidence of its own round; they
+    are renumbered here into one set, so a marker means one passage across the joined text."""
     outputs = StepOutputs.from_rows(jobstore.get_outputs(pool, job_id, ""))
-    answers = [(k.iteration, k.round or 0, out) for k, out in outputs.items.items()
-               if k.stage == Stage.tenk_answer and k.part == ticker and isinstance(out, TenKAnswerOutput)]
-    return max(answers, key=lambda a: (a[0], a[1]))[2] if answers else None
+    latest: dict[str, tuple[int, int, TenKAnswerOutput]] = {}
+    for k, out in outputs.items.items():
+        if k.stage == Stage.tenk_answer and k.part.split(":")[0] == ticker and isinstance(out, TenKAnswerOutput):
+            if k.part not in latest or (k.iteration, k.round or 0) > latest[k.part][:2]:
+                latest[k.part] = (k.iteration, k.round or 0, out)
+    answers = [latest[p][2] for p in sorted(latest)]
+    if len(answers) <= 1:
+        return answers[0] if answers else None
+    return join_answers(answers)
+
+
+def join_answers(answers: list[TenKAnswerOutput]) -> TenKAnswerOutput:
+    """Several filings' answers as one: their texts one after another, each marker renumbered to one passage."""
+    markers: dict[str, str] = {}
+    texts: list[str] = []
+    for a in answers:
+        by_marker = {m: k for k, m in a.markers.items()}
+
+        def renumber(m: re.Match[str], by_marker: dict[str, str] = by_marker) -> str:
+            key = by_marker.get(m.group(0))
+            if key is None:
+                return m.group(0)
+            return markers.setdefault(key, f"[10K{len(markers) + 1}]")
+
+        texts.append(_MARKER.sub(renumber, a.answer.text))
+    citations = [c for a in answers for c in a.answer.citations]
+    usage = Usage()
+    for a in answers:
+        usage = usage.add(a.usage)
+    return TenKAnswerOutput(answer=Answer(text="\n".join(texts), citations=citations), markers=markers, usage=usage)

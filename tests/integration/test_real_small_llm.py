@@ -21,12 +21,14 @@ import pytest
 
 from agent.infra.error_classes import ERROR_CLASSES
 from agent.models.corpus import Company
+from agent.models.job import JobRequest
 from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings
 from agent.persistence.ledger import load_ledger
 from agent.providers.llm.json_modes import JsonForms
 from agent.providers.llm.openai_provider import OpenAIProvider
 from agent.providers.llm.roles import EvaluateRequest, ExtractRequest, PlanRequest
 from agent.settings import LLMRoles, Settings
+from ops.cli.ask import submit_and_follow
 from tests.integration.jobs import run_job
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install -e '.[llm-local]')")
@@ -131,16 +133,20 @@ def test_the_openai_form_is_rejected_and_steps_down_on_its_own(llama_server):
     assert JsonForms._fallen_back[llama_server] == "json_object_schema"
 
 
-@pytest.mark.timeout(600)
-def test_a_job_on_the_real_model_ends_completed_or_failed_with_a_reason(ctx, sample_corpus, workers_with, llama_server):
-    workers_with(FINAGENT_LLM_PROVIDER="openai", FINAGENT_LLM_BASE_URL=llama_server, FINAGENT_LLM_TEMPERATURE="0",
+def real_model_workers(workers_with, url: str, **env: str) -> None:
+    workers_with(FINAGENT_LLM_PROVIDER="openai", FINAGENT_LLM_BASE_URL=url, FINAGENT_LLM_TEMPERATURE="0",
                  FINAGENT_LLM_TIMEOUT_S=str(CALL_TIMEOUT_S), FINAGENT_BROKER_VISIBILITY_TIMEOUT_S=str(VISIBILITY_TIMEOUT_S),
                  FINAGENT_MAX_TOOL_RETRIES="0", FINAGENT_LLM_CACHE_TTL_S="0",
                  # a 135M model may write a JSON list until its context is full: at a few tokens a second on a busy
                  # machine that is minutes per call; short replies keep the job, and the test, within minutes
                  FINAGENT_LLM_JSON_MAX_TOKENS="400", FINAGENT_LLM_ANSWER_MAX_TOKENS="400",
                  FINAGENT_TOP_K_PER_QUARTER="2", FINAGENT_LLM_MODELS__PLANNER=MODEL, FINAGENT_LLM_MODELS__GENERATOR=MODEL,
-                 FINAGENT_LLM_MODELS__EVALUATOR=MODEL)
+                 FINAGENT_LLM_MODELS__EVALUATOR=MODEL, **env)
+
+
+@pytest.mark.timeout(600)
+def test_a_job_on_the_real_model_ends_completed_or_failed_with_a_reason(ctx, sample_corpus, workers_with, llama_server):
+    real_model_workers(workers_with, llama_server)
     t0 = time.monotonic()
     job, events = run_job(ctx, timeout_s=540, question="What was NVDA's revenue last quarter?", mode="direct", tickers=["NVDA"],
                           max_iterations=1)
@@ -153,3 +159,28 @@ def test_a_job_on_the_real_model_ends_completed_or_failed_with_a_reason(ctx, sam
         assert job.result.error and job.result.error_class in ERROR_CLASSES
     else:
         assert job.result.answer.strip()
+
+
+def transcript_tickers(sample_corpus) -> list[str]:
+    """The companies whose earnings calls the sample corpus ingested (files are named TICKER_YEAR_qN)."""
+    return sorted({Path(f.path).name.split("_")[0] for report in sample_corpus for f in report.files
+                   if "transcripts" in Path(f.path).parts})
+
+
+@pytest.mark.timeout(900)  # four calls of this model (plan, extract, compose, evaluate), each up to minutes on a busy machine
+def test_a_question_naming_its_company_by_ticker_completes_with_a_cited_answer(ctx, sample_corpus, workers_with, llama_server):
+    """No tickers in the request: whatever this model plans (no company, no search phrases), the plan is repaired from
+    the question (its ticker; its words for search phrases) and the job completes with an answer that cites the calls."""
+    real_model_workers(workers_with, llama_server, FINAGENT_TENK_MAX_ITERATIONS="1")  # one 10-K round, if it plans one
+    ticker = transcript_tickers(sample_corpus)[-1]
+    job, events = submit_and_follow(ctx, JobRequest(question=f"What was {ticker}'s revenue last quarter?", mode="direct",
+                                                    max_iterations=1), timeout_s=840)
+    planning = next((e.data for e in events if e.type == "planning"), {})
+    print(f"SmolLM2-135M planned {planning}; trace={job.state.reasoning_trace}; calls "
+          f"{[(r['call_key'], round(r['duration_ms'] / 1000)) for r in load_ledger(ctx.pool, job.id)]}")
+    assert job.result is not None, (job.status, job.step, [e.type for e in events])
+    plan = job.state.plan
+    assert job.status == "completed", (job.result.error, job.state.reasoning_trace)
+    assert plan is not None and ticker in plan.tickers and plan.search_queries
+    assert job.result.citations and all(c.ticker == ticker for c in job.result.citations)
+    assert any(c.marker in job.result.answer for c in job.result.citations)

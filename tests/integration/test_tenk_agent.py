@@ -29,9 +29,9 @@ def test_tenk_loop_replans_once_then_stops_at_quality(ctx, sample_corpus, script
     tenk = [e for e in events if e.type == "tenk_search"]
     evaluations = [e.data for e in tenk if e.data["phase"] == "evaluation"]
     assert [(e["round"], e["will_replan"]) for e in evaluations] == [(1, True), (2, False)]
-    assert evaluations[1]["quality"] == {"NVDA": 0.95}
+    assert evaluations[1]["quality"] == {"NVDA:FY2025": 0.95}  # one line of work per filing (company, fiscal year)
     plans = [e.data for e in tenk if e.data["phase"] == "plan"]
-    assert len(plans) == 2 and all(any(q.startswith("[TABLE]") for q in p["sub_questions"]["NVDA"]) for p in plans)
+    assert len(plans) == 2 and all(any(q.startswith("[TABLE]") for q in p["sub_questions"]["NVDA:FY2025"]) for p in plans)
     ledger = load_ledger(ctx.pool, job.id)
     assert any(c["tool"] == "llm.plan_10k" for c in ledger)
     retrieve_tasks = {c["call_key"] for c in ledger if c["call_key"].startswith("1:tenk1:retrieve")}

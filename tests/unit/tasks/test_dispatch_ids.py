@@ -98,7 +98,7 @@ def test_ten_k_rounds_in_one_iteration_carry_their_round():
         # the evaluation rides in the answer chord, chained to its answer: no advance of its own
         assert {f"{JOB}:1:advance:tenk{r}:{s}" for s in ("plan", "retrieve", "answer")} <= set(ids)
         assert f"{JOB}:1:advance:tenk{r}:evaluate" not in ids
-        assert {f"{JOB}:1:tenk{r}:answer:ACME", f"{JOB}:1:tenk{r}:evaluate:ACME"} <= set(ids)
+        assert {f"{JOB}:1:tenk{r}:answer:ACME:FY2024", f"{JOB}:1:tenk{r}:evaluate:ACME:FY2024"} <= set(ids)
 
 
 def test_a_rerouted_job_with_10k_rounds_and_searches_side_by_side():
@@ -144,7 +144,7 @@ def test_a_10k_evaluation_is_sent_chained_to_its_own_companys_answer():
     canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False)
     assert isinstance(canvas, _chord)
     parts = [_ids(t) for t in canvas.tasks]
-    assert parts == [[f"{JOB}:1:tenk1:answer:ACME", f"{JOB}:1:tenk1:evaluate:ACME"],
+    assert parts == [[f"{JOB}:1:tenk1:answer:ACME:FY2024", f"{JOB}:1:tenk1:evaluate:ACME:FY2024"],
                      [f"{JOB}:1:extract:ACME:2024_q4"], [f"{JOB}:1:extract:ACME:2025_q1"]]
     assert isinstance(canvas.tasks[0], _chain) and canvas.body.options["task_id"] == f"{JOB}:1:advance:tenk1:answer"
     sequential = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=False)

@@ -200,7 +200,8 @@ def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_alre
         (0, [("ACME", 1)]), (1, [("ACME", 2)])]
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=3))
     assert out.events[0].data["chunks_added"] == 6
-    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME")]
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME", fiscal_year=2024),
+                         TenKEvaluateCall(round=1, ticker="ACME", fiscal_year=2024)]
     out = job.respond(tenk_chord(0.5, ["turnover"]))
     assert out.calls == [TenKPlanCall(round=2, ticker="ACME", fiscal_year=2024, missing_info=["turnover"])]
 
@@ -212,7 +213,7 @@ def test_tenk_rounds_replan_from_missing_information_and_skip_sub_questions_alre
     job.find(7, "ACME:10k")
     out = job.respond(tenk_chord(0.95))
     # quality reached; no transcript search for a 10-K-only question: straight to extraction
-    assert job.state.tenk.done and job.state.tenk.quality == {"ACME": 0.95}
+    assert job.state.tenk.done and job.state.tenk.quality == {"ACME:FY2024": 0.95}
     assert event_types(out) == ["tenk_search", "search"] and out.calls[0] == ExtractCall(scope="ACME:10k")
 
 
@@ -227,7 +228,7 @@ def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k
     assert {type(c) for c in out.calls} == {TenKRetrieveCall, SearchCall}  # the searches ride with the retrieval
     job.find(6, "ACME:2024_q4", "ACME:2025_q1")
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=2) if isinstance(c, TenKRetrieveCall) else None)
-    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME"),
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME", fiscal_year=2024), TenKEvaluateCall(round=1, ticker="ACME", fiscal_year=2024),
                          ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1")]
     job.find(2, "ACME:10k")
     out = job.respond(tenk_chord(0.5, ["margin"], "- Revenue was 5 [10K1]"))  # extraction outputs wait for the answer step
@@ -236,7 +237,8 @@ def test_transcript_scopes_are_extracted_beside_the_10k_answers_and_only_the_10k
                                                            sub_questions=[sub_question(2, "margin")])))
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=1))
     # the transcripts are extracted once
-    assert out.calls == [TenKAnswerCall(round=2, ticker="ACME"), TenKEvaluateCall(round=2, ticker="ACME")]
+    assert out.calls == [TenKAnswerCall(round=2, ticker="ACME", fiscal_year=2024),
+                         TenKEvaluateCall(round=2, ticker="ACME", fiscal_year=2024)]
     out = job.respond(tenk_chord(0.95))
     assert out.calls[0] == ExtractCall(scope="ACME:10k") and not isinstance(out.calls[1], ExtractCall)
     job.respond(answering(95, extract=lambda c: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=USAGE),
@@ -279,8 +281,8 @@ def test_each_companys_10k_evaluation_is_chained_to_its_own_answer():
     job.respond(lambda c, it: TenKPlanOutput(plan=TenKPlan(ticker=c.ticker, fiscal_year=c.fiscal_year,
                                                            sub_questions=[sub_question(1, "revenue")])))
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=1))
-    answers = [TenKAnswerCall(round=1, ticker=t) for t in ("ACME", "BETA")]
-    evaluations = [TenKEvaluateCall(round=1, ticker=t) for t in ("ACME", "BETA")]
+    answers = [TenKAnswerCall(round=1, ticker=t, fiscal_year=2024) for t in ("ACME", "BETA")]
+    evaluations = [TenKEvaluateCall(round=1, ticker=t, fiscal_year=2024) for t in ("ACME", "BETA")]
     assert out.calls == [answers[0], evaluations[0], answers[1], evaluations[1]]
     assert call_chains(out.calls) == [[answers[0], evaluations[0]], [answers[1], evaluations[1]]]
     assert call_chains([*out.calls, ExtractCall(scope="ACME:2024_q4")])[-1] == [ExtractCall(scope="ACME:2024_q4")]
@@ -290,7 +292,7 @@ def test_each_companys_10k_evaluation_is_chained_to_its_own_answer():
                         if isinstance(c, TenKAnswerCall) else None)
     assert out.calls == evaluations and str(out.step) == "1:tenk_evaluate"
     out = saved.respond(tenk_chord(0.95))
-    assert saved.state.tenk.done and saved.state.tenk.quality == {"ACME": 0.95, "BETA": 0.95}
+    assert saved.state.tenk.done and saved.state.tenk.quality == {"ACME:FY2024": 0.95, "BETA:FY2024": 0.95}
 
 
 def test_a_follow_up_round_that_found_nothing_extracts_nothing_early():
@@ -303,7 +305,8 @@ def test_a_follow_up_round_that_found_nothing_extracts_nothing_early():
                                                                  sub_questions=[sub_question(3, "gross margin")]))
                       if isinstance(c, TenKPlanCall) else None)
     out = job.respond(lambda c, it: TenKRetrieveOutput(added=0) if isinstance(c, TenKRetrieveCall) else None)
-    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME"), TenKEvaluateCall(round=1, ticker="ACME")]
+    assert out.calls == [TenKAnswerCall(round=1, ticker="ACME", fiscal_year=2024),
+                         TenKEvaluateCall(round=1, ticker="ACME", fiscal_year=2024)]
 
 
 def test_tenk_stops_after_its_round_limit():
@@ -514,7 +517,7 @@ def test_a_10k_only_question_iterates_with_what_was_missing():
     assert out.calls[0] == ExtractCall(scope="ACME:10k") and is_answer_round(out)
     out = job.respond(answering(evaluate=lambda c: EvaluateOutput(evaluation=evaluation(60, missing_info=["the gross margin"]))))
     assert job.state.iteration == 2 and out.calls == [
-        TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024, missing_info=["the gross margin"], previous="1:tenk1:plan:ACME")]
+        TenKPlanCall(round=1, ticker="ACME", fiscal_year=2024, missing_info=["the gross margin"], previous="1:tenk1:plan:ACME:FY2024")]
     assert job.state.tenk.retrieved  # what iteration 1 searched is remembered: it is not searched again
 
 

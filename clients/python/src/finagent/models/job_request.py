@@ -13,6 +13,13 @@ JobStatus = Literal["queued", "running", "completed", "failed", "rejected", "can
 FINAL_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected", "cancelled")
 
 
+# How the job's first search is routed: `auto` lets the router choose from the plan's sources; a named strategy is
+# used as given (transcripts_first: the earnings calls, the 10-K only on a re-route; 10k_first: the 10-K, the calls
+# only on a re-route; hybrid: both at once; broad_window: a doubled window of quarters; transcripts_first_fallback:
+# the calls beside any 10-K the plan asks for)
+Strategy = Literal["auto", "transcripts_first", "10k_first", "hybrid", "broad_window", "transcripts_first_fallback"]
+
+
 class AnswerMode(str, Enum):
     direct = "direct"
     standard = "standard"
@@ -64,6 +71,7 @@ class JobRequest(BaseModel):
     batch: bool = False
     feedback: str | None = Field(default=None, min_length=1, max_length=2000)
     parent_job_id: str | None = None
+    strategy: Strategy = "auto"
 
     @field_validator("question", "feedback", "idempotency_key", mode="before")
     @classmethod
