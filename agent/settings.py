@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_models: LLMRoles = LLMRoles()
     llm_timeout_s: float = 60.0
+    # a model's extraction that finds nothing in its passages, or an answer that cites none of its findings, is
+    # replaced by the extractive provider's (agent/providers/llm/grounded.py); off keeps the model's as it is
+    llm_grounding_fallback: bool = True
     # how to ask for schema-valid JSON (agent/providers/llm/json_modes.py): auto detects the endpoint's form
     llm_json_mode: Literal["auto", "json_schema", "json_object_schema", "ollama", "json_object"] = "auto"
     llm_json_schema: bool | None = None  # deprecated: true is llm_json_mode=json_schema

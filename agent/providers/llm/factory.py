@@ -164,6 +164,10 @@ def make_llm(settings: Settings, redis=None):
                                                                 threshold=settings.circuit_breaker_threshold,
                                                                 reset_s=settings.circuit_breaker_reset_s,
                                                                 counted=HEALTH_ERROR_CLASSES))
+        if settings.llm_grounding_fallback:
+            from agent.providers.llm.grounded import GroundedProvider
+
+            provider = GroundedProvider(provider)
     elif settings.llm_provider == "scripted":
         from agent.providers.llm.scripted import ScriptedProvider
 
