@@ -306,6 +306,9 @@ def ask(
     feedback_on: Optional[str] = typer.Option(None, "--feedback-on", help="re-run this finished job id with --feedback"),
     feedback: Optional[str] = typer.Option(None, "--feedback"),
     batch: bool = typer.Option(False, help="run on the low-priority batch queue"),
+    strategy: str = typer.Option("auto", "--strategy",
+                                 help="auto (the router picks from the plan) | transcripts_first | 10k_first | hybrid | "
+                                      "broad_window | transcripts_first_fallback"),
     as_json: bool = typer.Option(False, "--json", help="print only the final result object"),
 ):
     """Ask a research question; prints the live events, then the cited answer and its confidence."""
@@ -332,7 +335,8 @@ def ask(
             if not question:
                 _input_error("a question is required")
             request = JobRequest(question=question, mode=mode, tickers=ticker or None, max_iterations=max_iterations,
-                                 max_duration_seconds=max_duration, min_confidence=min_confidence, batch=batch)
+                                 max_duration_seconds=max_duration, min_confidence=min_confidence, batch=batch,
+                                 strategy=strategy)
             check_question(request)
             check_request(bootstrap(), request)  # the tickers need the database; nothing is written or started yet
             result = run_question(request, as_json)
