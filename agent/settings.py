@@ -191,8 +191,8 @@ class Settings(BaseSettings):
     # open circuit breaker waits until the breaker tries the service again
     tool_retry_backoff_s: float = Field(10.0, gt=0)
     enable_dynamic_termination: bool = True
-    # the evaluator's "sufficient" ends the loop only at or above this confidence
-    min_confidence_threshold: float = Field(0.8, ge=0, le=1)
+    # the evaluator's "sufficient" ends the loop (unless the request sets min_confidence), but never below this confidence
+    sufficient_floor: float = Field(0.5, ge=0, le=1)
     router_retry_below: float = 0.70
     router_max_retries: int = 2
     circuit_breaker_threshold: int = 3

@@ -10,6 +10,7 @@ Keys keep the string form stored in `research_jobs.step` and `job_step_outputs.s
 | search failure           | `{it}:search:{n}`                 | `1:search:4`             |
 | news output              | `{it}:news`                       |                          |
 | extract / evaluate       | `{it}:{stage}:{scope}`            | `1:extract:AAPL:2024_q4` |
+| whole-answer evaluation  | `{it}:evaluate:whole`             |                          |
 | compose                  | `{it}:compose`                    |                          |
 | 10-K plan/answer/evaluate| `{it}:tenk{round}:{sub}:{filing}` | `1:tenk2:answer:AAPL:FY2024` |
 | 10-K retrieve            | `{it}:tenk{round}:retrieve:{slot}`| `1:tenk1:retrieve:0`     |
@@ -263,7 +264,13 @@ class ComposeCall(_Call):
     task: Literal["compose"] = "compose"
 
 
+# the scope of the evaluation of the composed answer as a whole, beside the per-scope ones (pipeline.decision)
+WHOLE_ANSWER = "whole"
+
+
 class EvaluateCall(_Call):
+    """One evaluation of the round's answer: of one scope's part of it, or of all of it (`WHOLE_ANSWER`)."""
+
     stage: ClassVar[Stage] = Stage.evaluate
     task: Literal["evaluate"] = "evaluate"
     scope: str

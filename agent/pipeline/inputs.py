@@ -45,6 +45,9 @@ class StepInput(BaseModel):
     availability: Availability = Field(default_factory=Availability)
     now: float  # wall-clock seconds: budgets and stage timing are computed from it, never from a clock read
     provider: str  # the LLM provider's name, for the result
+    # the LLM provider reworks an answer from an evaluation's feedback; if not (the extractive one), a refinement
+    # round, which searches nothing new, could not change the answer and is skipped
+    provider_revises: bool = True
     cancel_requested: bool = False  # a caller cancelled the job: this step ends it
     # composing failed for good: the iteration's cited findings, which a failed job keeps as its partial answer
     partial_answer: Answer | None = None

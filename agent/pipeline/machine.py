@@ -34,16 +34,17 @@ Transitions (`done` stage -> what happens -> next stage); `docs/architecture.md`
 | compose       | the round's evaluations are in                          | (as after evaluate)           |
 | compose       | otherwise (a job saved before the answer round)         | evaluate (one call per scope) |
 | evaluate      | every evaluation failed                                 | done (unevaluated answer)     |
-| evaluate      | otherwise                                               | decide                        |
+| evaluate      | otherwise (per-scope and whole-answer grades merged)    | decide                        |
 | decide        | search round (execution phase)                          | tenk_plan or search (it + 1)  |
 | decide        | re-route (planning phase), widening the search          | tenk_plan or search (it + 1)  |
-| decide        | refinement round (no search)                            | extract: answer round (it + 1)|
+| decide        | refinement round (no search) that can change the answer | extract: answer round (it + 1)|
 | decide        | stop (limit, threshold, sufficiency, nothing to try)    | done (completed)              |
 | any           | a cancel was requested                                  | done (cancelled, answer kept) |
 
 The answer round is one dispatch in three waves (models.steps.call_waves): every scope's extraction, then the compose,
-then one evaluation per scope, each wave starting when the one before it has finished, with no coordinator step in
-between. The step after it (`after_extract`) runs the three rows' logic in order: extract, compose, evaluate.
+then one evaluation per scope (and one of the whole answer when it spans several periods or companies), each wave
+starting when the one before it has finished, with no coordinator step in between. The step after it
+(`after_extract`) runs the three rows' logic in order: extract, compose, evaluate.
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ from agent.models.research import Evaluation, SearchPlan
 from agent.models.steps import (
     NOT_EVALUATED,
     OUT_OF_TIME,
+    WHOLE_ANSWER,
     ComposeCall,
     ComposeOutput,
     EvaluateCall,
@@ -73,7 +75,7 @@ from agent.models.steps import (
 )
 from agent.pipeline import router, tenk_stages
 from agent.pipeline.budget import limits_for, out_of_time
-from agent.pipeline.decision import decide, merge_evaluations
+from agent.pipeline.decision import decide, grades_of, merge_evaluations, spans_several
 from agent.pipeline.inputs import StepInput, StepOutcome
 from agent.pipeline.news_stage import collect_news
 from agent.pipeline.result import build_result, rejected_result
@@ -82,6 +84,7 @@ from agent.pipeline.search_plan import default_queries, plan_search, search_spec
 from agent.pipeline.stage_context import RoundEnd
 from agent.pipeline.working_memory import context_use, working_memory
 from agent.settings import Settings
+from finagent.models.job_result import Grades
 
 
 class Step:
@@ -271,7 +274,8 @@ class Step:
         if ends == "nothing_new":
             # an empty round keeps the previous working set: nothing new to regenerate from, so the previous
             # answer and its evaluation stand, and the loop decides again from them
-            return self._conclude(self.state.iterations[-1].evaluation, "follow-up search found nothing new; ")
+            last = self.state.iterations[-1]
+            return self._conclude(last.evaluation, "follow-up search found nothing new; ", grades=last.grades)
         # the scopes extracted beside the 10-K answers are not extracted again
         return self._answer_round([ExtractCall(scope=s) for s in ev.scopes if s not in self.state.extracted_early])
 
@@ -281,8 +285,15 @@ class Step:
         does, with no coordinator step in between. The step after the round reads all three. An evaluation runs only on
         a composed answer and with time left (agent.work.calls.do_evaluate); otherwise it stores why it did not, and
         this step ends the job as it would have between compose and evaluation."""
+        return self.dispatch(Stage.extract, [*extracts, ComposeCall(), *self.evaluate_calls()])
+
+    def evaluate_calls(self) -> list[EvaluateCall]:
+        """One evaluation per scope and, when the answer spans several periods or companies, one of the whole answer
+        (pipeline.decision: how they combine into the confidence)."""
         scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
-        return self.dispatch(Stage.extract, [*extracts, ComposeCall(), *(EvaluateCall(scope=s) for s in scopes)])
+        if spans_several(self.state, self.inp.evidence.scopes):
+            scopes = [*scopes, WHOLE_ANSWER]
+        return [EvaluateCall(scope=s) for s in scopes]
 
     def search_round_ends(self) -> RoundEnd | None:
         """Why the iteration's searches lead to no extraction, from what they found so far; None: they lead to it."""
@@ -332,15 +343,15 @@ class Step:
                 return self._finish("failed", self._result("failed", error=reason, error_class=out.error_class or "unknown"))
             self.state.termination_reason = reason + "; kept the previous answer"
             return self._finish("completed", self._result("completed"))
-        self.state.answer = out.answer
+        previous, self.state.answer = self.state.answer, out.answer
+        unchanged = self.state.phase == "refinement" and previous is not None and previous.text == out.answer.text
         if self._out_of_time_after_compose(evaluated):
             self.state.termination_reason = "max_duration_seconds ran out"
             return self._finish("completed", self._result("completed"))
         if evaluated:
             self.state.timing.stage_started = composed_at  # the evaluations' time starts where the compose ended
-            return self.after_evaluate()
-        scopes = evaluation_scopes(self.state, self.inp.evidence.scopes)
-        return self.dispatch(Stage.evaluate, [EvaluateCall(scope=s) for s in scopes])
+            return self.after_evaluate(unchanged)
+        return self.dispatch(Stage.evaluate, list(self.evaluate_calls()))
 
     def _out_of_time_after_compose(self, evaluated: bool) -> bool:
         """Whether the job's time had run out when its answer was composed: with the evaluations in the same round,
@@ -350,7 +361,8 @@ class Step:
         outs = self.inp.outputs.of(self.state.iteration, Stage.evaluate).values()
         return bool(outs) and all(isinstance(o, FailedOutput) and o.error_class == OUT_OF_TIME for o in outs)
 
-    def after_evaluate(self) -> StepOutcome:
+    def after_evaluate(self, unchanged: bool = False) -> StepOutcome:
+        """`unchanged`: the round was a refinement that returned the answer it was given."""
         self.stage_time("evaluation")
         st = self.state
         assert st.limits is not None
@@ -358,22 +370,26 @@ class Step:
         for key, o in outs.items():
             if isinstance(o, FailedOutput) and o.error_class not in NOT_EVALUATED:
                 self.emit("error", f"evaluation {key} failed: {o.error}", step="evaluate", error_class=o.error_class)
-        parts = [o.evaluation for o in outs.values() if isinstance(o, EvaluateOutput)]
-        if not parts:
+        parts = {key.part: o.evaluation for key, o in outs.items() if isinstance(o, EvaluateOutput)}
+        whole = parts.pop(WHOLE_ANSWER, None)
+        if not parts and whole is None:
             st.termination_reason = "every evaluation failed; returning the unevaluated answer"
             return self._finish("completed", self._result("completed"))
-        return self._conclude(merge_evaluations(parts))
+        return self._conclude(merge_evaluations(list(parts.values()), whole), grades=grades_of(parts, whole),
+                              unchanged=unchanged)
 
-    def _conclude(self, evaluation: Evaluation, note: str = "") -> StepOutcome:
+    def _conclude(self, evaluation: Evaluation, note: str = "", grades: Grades | None = None,
+                  unchanged: bool = False) -> StepOutcome:
         """Record the iteration and act on the decision: a search round, a refinement round, a re-route, or the end."""
         st = self.state
         alternative, widened = self._reroute_candidate()
-        decision = decide(st, evaluation, self.now, self.settings, reroute=alternative)
+        decision = decide(st, evaluation, self.now, self.settings, reroute=alternative,
+                          refine_blocked=self._refine_blocked(unchanged))
         total, added = self.inp.evidence.total, self.inp.evidence.added(st.iteration)
         conf = evaluation.overall_confidence
         st.iterations.append(IterationRecord(
             iteration=st.iteration, confidence=conf, evaluation=evaluation, chunks_total=total, chunks_added=added,
-            keywords=st.pending_keywords, will_iterate=decision.will_iterate, reason=note + decision.reason))
+            keywords=st.pending_keywords, will_iterate=decision.will_iterate, reason=note + decision.reason, grades=grades))
         st.trace(f"iteration {st.iteration}: confidence {conf:.2f}; {note}{decision.reason}")
         summary = "; ".join(evaluation.missing_info[:2] or evaluation.issues[:2])
         kept = "Keeping the previous answer: nothing new was found. " if note else ""
@@ -391,6 +407,16 @@ class Step:
             return self._reroute(alternative, widened, conf, decision.keywords, evaluation.missing_info)
         st.termination_reason = note + decision.reason
         return self._finish("completed", self._result("completed"))
+
+    def _refine_blocked(self, unchanged: bool) -> str | None:
+        """Why a refinement round could not change the answer (None: it could). Without new evidence only a provider
+        that reworks an answer from the evaluation's feedback can change it; a refinement that returned the answer it
+        was given would return it again."""
+        if not self.inp.provider_revises:
+            return "the answer cannot change without new evidence"
+        if unchanged:
+            return "the last refinement round left the answer unchanged"
+        return None
 
     def _reroute_candidate(self) -> tuple[str | None, SearchPlan | None]:
         """The strategy a re-route would take, with its search plan; a re-route must widen the search."""

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from agent.models.corpus import Period
 from agent.models.job import JobState
 from agent.models.research import Answer, Citation, Evaluation, Evidence, Finding, ScopeFindings, Usage
+from agent.models.steps import WHOLE_ANSWER
 from agent.pipeline.scopes import group_by_scope, target_periods
 from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, LLMProvider
 
@@ -114,11 +115,16 @@ def attach_citations(answer: Answer, evidence: list[Evidence], markers: dict[str
 
 def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[Evidence], markers: dict[str, str],
                  budget_note: str) -> tuple[Evaluation, Usage]:
-    """Evaluate the answer for one scope: 'all', a company ('AAPL') or a company-period ('AAPL:2024_q4')."""
+    """Evaluate the answer for one scope: 'all', a company ('AAPL') or a company-period ('AAPL:2024_q4'); or the
+    answer as a whole (`WHOLE_ANSWER`), against the passages it cites and every targeted period."""
     groups = group_by_scope(evidence)
     targets = target_periods(state)
     if scope == "all":
         in_scope, periods = evidence, targets
+    elif scope == WHOLE_ANSWER:
+        assert state.answer is not None
+        cited = {c.citation_key for c in state.answer.citations}
+        in_scope, periods = [e for e in evidence if e.citation_key in cited], targets
     elif scope == "news":
         in_scope, periods = groups.get("news", []), {}
     elif ":" in scope:

@@ -17,6 +17,7 @@ from agent.pipeline import machine
 from agent.pipeline.inputs import EvidenceSummary, StepInput, StepOutcome
 from agent.pipeline.result import build_result
 from agent.pipeline.scopes import scope_key
+from agent.providers.llm.roles import revises_answers
 from agent.work.calls import load_partial_answer
 from agent.work.planning import load_availability
 
@@ -78,7 +79,7 @@ def load_input(ctx: Context, job: jobstore.JobRow, conn=None, output_rows: dict[
         partial = load_partial_answer(ctx, job.id, done.iteration)
     return StepInput(job_id=job.id, done=done, outputs=outputs, evidence=evidence_summary(ctx, job.id, evidence_counts),
                      availability=load_availability(ctx, tickers, conn), now=time.time(), provider=ctx.llm.name,
-                     cancel_requested=job.cancel_requested, partial_answer=partial)
+                     provider_revises=revises_answers(ctx.llm), cancel_requested=job.cancel_requested, partial_answer=partial)
 
 
 def _failed(job: jobstore.JobRow, inp: StepInput, exc: Exception) -> StepOutcome:

@@ -15,14 +15,15 @@ PHRASES = ["services revenue growth", "gross margin", "operating expenses", "cap
 
 
 def low(score: int, iteration: int) -> dict:
-    """An evaluation that never reaches a threshold, with a new follow-up phrase each iteration."""
+    """An evaluation that never reaches a threshold, with a new follow-up phrase and a new issue each iteration."""
     return {"completeness_score": score, "specificity_score": score, "accuracy_score": score, "clarity_score": score,
-            "issues": ["thin answer"], "missing_info": ["more detail"], "is_sufficient": False,
+            "issues": [f"thin answer in round {iteration}"], "missing_info": ["more detail"], "is_sufficient": False,
             "followup_keywords": [PHRASES[(iteration - 1) % len(PHRASES)]], "needs_transcript_search": True}
 
 
 def script(path, score: int) -> None:
-    path.write_text(json.dumps({"evaluate": {str(i): low(score, i) for i in range(1, 21)}}))
+    """A model that reworks its answer from each evaluation's feedback: every refinement round changes the answer."""
+    path.write_text(json.dumps({"evaluate": {str(i): low(score, i) for i in range(1, 21)}, "revises": True}))
 
 
 def test_deep_search_runs_ten_iterations(ctx, sample_corpus, scripted_worker, script_path):

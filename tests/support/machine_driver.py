@@ -58,6 +58,7 @@ class Job:
         self.now = 1_000.0
         self.outcomes: list[StepOutcome] = []
         self.stored: dict[StepKey, StepOutput] = {}  # every output so far, as job_step_outputs holds them
+        self.provider_revises = True  # the LLM provider reworks an answer from feedback (the extractive one cannot)
 
     @property
     def last(self) -> StepOutcome:
@@ -78,7 +79,8 @@ class Job:
         inp = StepInput(job_id="job-1", done=self.step, outputs=StepOutputs(items=seen),
                         evidence=EvidenceSummary(per_iteration=dict(self.evidence), scopes=sorted(self.scopes),
                                                  sources={"earnings_transcripts": sum(self.evidence.values())}),
-                        availability=self.availability, now=self.now, provider="test", cancel_requested=cancel,
+                        availability=self.availability, now=self.now, provider="test",
+                        provider_revises=self.provider_revises, cancel_requested=cancel,
                         partial_answer=partial_answer)
         before = self.state.model_dump_json()
         out = machine.step(self.state, inp, self.settings)

@@ -25,6 +25,7 @@ from agent.providers.llm.extractive_judge import (
     question_parts,
     scope_period,
     stems,
+    whole_answer_gaps,
 )
 from agent.providers.llm.extractive_rules import (
     FINANCE_TERMS,
@@ -59,6 +60,10 @@ def _rules_version() -> str:
 
 class ExtractiveProvider(ExtractiveTenKRoles):
     name = "extractive"
+    @property
+    def revises_answers(self) -> bool:
+        """No: compose arranges the sentences extraction picked, so without new evidence feedback cannot change it."""
+        return False
 
     @property
     def cache_namespace(self) -> str:
@@ -197,6 +202,30 @@ class ExtractiveProvider(ExtractiveTenKRoles):
 
     # ---------- evaluate ----------
     def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]:
+        """Each targeted period's part of the answer; for the whole answer, all of them, and then what only the
+        whole shows (`_judge_whole`)."""
+        ev = self._judge(req)
+        return (self._judge_whole(req, ev) if req.whole else ev), Usage()
+
+    @staticmethod
+    def _judge_whole(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
+        """Every company and period the question sets side by side must state the asked figure, like against like:
+        the share answered caps completeness, and the whole is sufficient only with nothing missing."""
+        gaps = whole_answer_gaps(req.question, req.plan.topic, req.plan.tickers, req.periods, _blocks(req.answer.text))
+        if not gaps.sides:
+            return ev
+        keywords = [k for k in dict.fromkeys(gaps.keywords + ev.followup_keywords) if k not in req.previous_keywords][:4]
+        return ev.model_copy(update={
+            "completeness_score": min(ev.completeness_score, round(100 * gaps.share)),
+            "issues": (gaps.issues + ev.issues)[:8],
+            "missing_info": (gaps.missing + ev.missing_info)[:8],
+            "suggestions": [f"Search for {k}" for k in keywords],
+            "is_sufficient": ev.is_sufficient and not gaps.missing and not gaps.issues,
+            "followup_keywords": keywords,
+            "needs_transcript_search": bool(keywords),
+        })
+
+    def _judge(self, req: EvaluateRequest) -> Evaluation:
         answer_sents = [s for s in req.answer.text.split("\n") if s.strip().startswith("-")]
         evidence = {e.citation_key: e for e in req.evidence}
         marker_to_key = {m: k for k, m in req.markers.items()}
@@ -208,6 +237,8 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         # statement that speaks of it, which must be about that period and in the asked tense
         aspects, covered, misleading = 0, 0, 0
         parts = question_parts(req.question, req.plan.topic)
+        if req.whole and asks_change(req.question) and any(len(labels) > 1 for labels in req.periods.values()):
+            parts = [p for p in parts if p.name != "growth"]  # a change across periods: the whole's sides judge it
         for ticker, labels in req.periods.items():
             for label in labels:
                 line = next((s for s in answer_sents if s.strip().startswith(f"- {label}:") and ticker in _ticker_block(req.answer.text, s)), None)
@@ -295,7 +326,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
             needs_transcript_search=bool(keywords),
             scope=req.scope,
         )
-        return ev, Usage()
+        return ev
 
 
 def _unsourced(statement: str, sources: list[str]) -> bool:
@@ -385,6 +416,19 @@ def _ticker_block(answer: str, line: str) -> str:
         if row == line:
             return head
     return head
+
+
+def _blocks(answer: str) -> dict[str, dict[str, list[str]]]:
+    """The answer's statements (markers removed) by company and period label, as compose arranges them: a
+    '**TICKER**' heading, then '- Q1 2025: ...' lines."""
+    out: dict[str, dict[str, list[str]]] = {}
+    head = ""
+    for row in answer.split("\n"):
+        if m := re.match(r"^\*\*([A-Z][A-Z0-9.\-]*)\*\*$", row.strip()):
+            head = m.group(1)
+        elif head and (m := re.match(r"^-\s*(Q[1-4] \d{4}|10-K FY\d{4}|10-K):", row.strip())):
+            out.setdefault(head, {}).setdefault(m.group(1), []).extend(t for t, _ in _sentences_with_markers(row))
+    return out
 
 
 def _sentences_with_markers(line: str) -> list[tuple[str, list[str]]]:

@@ -266,3 +266,89 @@ def question_parts(question: str, topic: str) -> list[Part]:
         parts.append(Part(name=name, words=metric, numeric=True, need=math.ceil(2 * len(metric) / 3), metric=True,
                           change_ok=asks_change(question)))
     return parts
+
+
+# ---------- the answer as a whole ----------
+# a question that sets things side by side
+_COMPARES = re.compile(r"\b(?:compar\w*|versus|vs\.?|relative to|against|than|differ\w*|outperform\w*|ahead of|behind|"
+                       r"better|worse|which (?:one|company|of))\b", re.I)
+
+
+def asks_comparison(question: str) -> bool:
+    return bool(_COMPARES.search(question))
+
+
+class Side(BaseModel):
+    """One side of what the answer must set side by side: a company, or the first or last period of a change."""
+
+    name: str  # 'ACME', 'ACME Q1 2025'
+    group: str  # the sides of one comparison share it: 'companies', or the company whose periods are compared
+    statements: list[str]
+    keyword: str  # what to search for when the side is missing
+
+
+class WholeGaps(BaseModel):
+    """What only the whole answer shows: how many of its sides state the asked figure, and what is wrong."""
+
+    sides: int = 0
+    stated: int = 0
+    missing: list[str] = []
+    issues: list[str] = []
+    keywords: list[str] = []
+
+    @property
+    def share(self) -> float:
+        """The part of the comparison answered: a comparison set in terms that cannot be compared answers half."""
+        if not self.sides:
+            return 1.0
+        return self.stated / self.sides * (0.5 if self.issues else 1.0)
+
+
+def answer_sides(question: str, metric_name: str, tickers: list[str], periods: dict[str, list[str]],
+                 blocks: dict[str, dict[str, list[str]]]) -> list[Side]:
+    """Every company the question names, when it names several; and when it asks for a change or a comparison,
+    each company's first and last targeted period. `blocks`: the answer's statements by company and period label."""
+    sides = []
+    if len(tickers) > 1:
+        sides += [Side(name=t, group="companies", statements=[s for said in blocks.get(t, {}).values() for s in said],
+                       keyword=f"{metric_name} results") for t in tickers]
+    if asks_change(question) or asks_comparison(question):
+        for ticker, labels in periods.items():
+            ordered = sorted((lb for lb in labels if label_period(lb)), key=lambda lb: label_period(lb) or (0, 0))
+            if len(ordered) > 1:
+                sides += [Side(name=f"{ticker} {lb}", group=ticker, statements=blocks.get(ticker, {}).get(lb, []),
+                               keyword=f"{metric_name} {lb}") for lb in (ordered[0], ordered[-1])]
+    return sides
+
+
+def whole_answer_gaps(question: str, topic: str, tickers: list[str], periods: dict[str, list[str]],
+                      blocks: dict[str, dict[str, list[str]]]) -> WholeGaps:
+    """Does the answer cover every company and period the question sets side by side, each with a figure of the
+    asked metric, and does each comparison set like against like (two levels, or two changes)?"""
+    metric = next((p for p in question_parts(question, topic) if p.metric), None)
+    name = metric.name if metric else "the figures asked for"
+    change = asks_change(question)
+    sides = answer_sides(question, metric.name if metric else topic, tickers, periods, blocks)
+    gaps = WholeGaps(sides=len(sides))
+    kinds: dict[str, dict[str, str]] = {}
+    for side in sides:
+        if metric is None:
+            first = next((s for s in side.statements if numbers(s)), None)
+        else:
+            first = next((s for s in side.statements
+                          if addresses(s, metric.words, True, metric.need, near=True, change_ok=change)), None)
+        if first is None:
+            what = "the comparison" if side.group == "companies" else "the change across periods"
+            gaps.missing.append(f"{what} lacks {side.name}: nothing on '{name}'")
+            gaps.keywords.append(side.keyword)
+            continue
+        gaps.stated += 1
+        if metric is not None and change:
+            level = addresses(first, metric.words, True, metric.need, near=True)
+            kinds.setdefault(side.group, {})[side.name] = "level" if level else "change"
+    for group in kinds.values():
+        if len(set(group.values())) > 1:
+            levels = [n for n, k in group.items() if k == "level"]
+            changes = [n for n, k in group.items() if k == "change"]
+            gaps.issues.append(f"the comparison sets a change ({', '.join(changes)}) against a level ({', '.join(levels)})")
+    return gaps

@@ -241,9 +241,20 @@ Do not report any overall or combined confidence: it is computed in code from yo
 Also return: issues (concrete problems); missing_info (what the question or reasoning needs that the answer lacks); suggestions (what to search for); is_sufficient (true only if further search would not materially improve the answer); followup_keywords: 0-4 search-optimised declarative keyword phrases for the missing information (e.g. "Q4 2023 revenue quarterly results", "capex guidance 2025 AI allocation"): never questions, no question words (what, how, did, why), include metric names and periods, each different from the previous keywords; [] if nothing more is worth searching; needs_transcript_search (search transcripts with followup_keywords); needs_news_search and news_query (a short keyword query) only when recent news is needed, else news_query null."""
 
 
+EVALUATE_WHOLE = """This evaluation judges the answer as a whole; other evaluations judge each company and period on its own part of it. Judge what only the whole shows:
+- coverage: every company and every period the question asks about is answered; one left out lowers completeness as a missing part would.
+- comparisons: every comparison states both sides, each with its figure, in comparable terms (the same metric, both levels or both changes, the same kind of period); a side missing or not comparable answers half of it.
+- changes across periods: a growth rate or difference must follow from the figures the answer gives for the periods (recompute it); the direction it states (rose, fell, higher, lower) must match them.
+- consistency: the conclusion agrees with the figures, and the periods are named and in order.
+The passages given are the ones the answer cites. Put what the whole answer lacks in missing_info and its errors in issues; followup_keywords only for a missing side or period."""
+
+
 def evaluate_messages(req: EvaluateRequest) -> Messages:
-    scope = ("the whole answer" if req.scope == "all"
-             else f"only the part of the answer about {req.scope}; the passages given are that scope's")
+    if req.whole:
+        scope = "the whole answer, across every company and period it covers"
+    else:
+        scope = ("the whole answer" if req.scope == "all"
+                 else f"only the part of the answer about {req.scope}; the passages given are that scope's")
     periods = "; ".join(f"{t}: {', '.join(p)}" for t, p in req.periods.items() if p) or "n/a"
     lines = [
         f"Question: {quoted(req.question)}", f"Research reasoning: {quoted(req.plan.reasoning)}",
@@ -253,7 +264,8 @@ def evaluate_messages(req: EvaluateRequest) -> Messages:
         f"Previous keywords (do not repeat): {json.dumps([clean_data(k) for k in req.previous_keywords], ensure_ascii=False)}",
         _budget(req.budget_note),
     ]
-    return _msgs(f"{EVALUATE_SYSTEM}\n{_DATA_RULES}\n\n{_json_rules(EvaluationScores)}", "\n\n".join(lines))
+    system = f"{EVALUATE_SYSTEM}\n{EVALUATE_WHOLE}" if req.whole else EVALUATE_SYSTEM
+    return _msgs(f"{system}\n{_DATA_RULES}\n\n{_json_rules(EvaluationScores)}", "\n\n".join(lines))
 
 
 # ---------- the SEC 10-K agent ----------

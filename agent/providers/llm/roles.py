@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from agent.models.corpus import Company
 from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings, Usage
+from agent.models.steps import WHOLE_ANSWER
 
 # every role a provider answers (the pipeline's four and the 10-K agent's); settings.llm_output_tokens has one cap each
 ROLES = ("plan", "extract", "compose", "evaluate", "plan_10k", "select_tables", "answer_10k", "evaluate_10k")
@@ -52,13 +53,19 @@ class EvaluateRequest(BaseModel):
     question: str
     plan: ResearchPlan
     answer: Answer
-    scope: str  # 'all', 'AAPL:2024_q4', ...
+    scope: str  # 'all', 'AAPL:2024_q4', ..., or WHOLE_ANSWER: the answer as a whole, beside the per-scope evaluations
     iteration: int = 1
     evidence: list[Evidence]
     markers: dict[str, str]
     periods: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> period labels targeted
     previous_keywords: list[str] = Field(default_factory=list)
     budget_note: str = ""
+
+    @property
+    def whole(self) -> bool:
+        """The evaluation judges what only the whole answer shows: coverage of every company and period asked
+        about, comparisons and changes across them."""
+        return self.scope == WHOLE_ANSWER
 
 
 class LLMProvider(Protocol):
@@ -71,3 +78,10 @@ class LLMProvider(Protocol):
     def compose(self, req: ComposeRequest) -> tuple[Answer, Usage]: ...
 
     def evaluate(self, req: EvaluateRequest) -> tuple[Evaluation, Usage]: ...
+
+
+def revises_answers(llm: object) -> bool:
+    """Whether the provider's compose reworks an answer from the evaluation's feedback, so that a refinement round
+    (no new evidence) can change it. A provider that cannot says so with `revises_answers = False`; a wrapper
+    (cache, limits) passes the attribute through."""
+    return bool(getattr(llm, "revises_answers", True))

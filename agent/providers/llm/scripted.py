@@ -6,7 +6,8 @@ Script file (JSON): {"plan": {...ResearchPlan...},
                      "evaluate_10k": {"1": {...TenKEvaluation...}},  (keyed by 10-K round)
                      "plan_10k": {...TenKPlan without ticker and fiscal_year...},
                      "fail": {"plan": "ConnectionError: upstream down"},      (every call of the role fails)
-                     "fail_first": {"extract": 1}}                          (the first N calls fail, then succeed)
+                     "fail_first": {"extract": 1},                          (the first N calls fail, then succeed)
+                     "revises": true}                                       (compose reworks the answer from feedback)
 The calls made per role are counted in a file beside the script, shared by every worker process.
 """
 from __future__ import annotations
@@ -101,6 +102,14 @@ class ScriptedProvider(ExtractiveProvider):
         self._maybe_fail("extract")
         return super().extract(req)
 
+    @property
+    def revises_answers(self) -> bool:
+        """`"revises": true` in the script stands in for a model that reworks its answer from feedback."""
+        return bool(self.script.get("revises", False))
+
     def compose(self, req):
         self._maybe_fail("compose")
-        return super().compose(req)
+        answer, usage = super().compose(req)
+        if req.feedback and self.revises_answers:  # the rework a model would make: the answer changes with the feedback
+            answer = answer.model_copy(update={"text": f"{answer.text}\n\n{req.feedback}"})
+        return answer, usage

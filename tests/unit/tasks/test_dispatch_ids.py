@@ -164,7 +164,8 @@ def test_the_answer_round_is_sent_as_nested_waves():
     compose, evaluations = canvas.body.tasks
     assert compose.options["task_id"] == f"{JOB}:1:compose" and compose.task == "tasks.llm.compose"
     assert isinstance(evaluations, _chord) and evaluations.options["task_id"] == f"{JOB}:1:fanout:extract:evaluate"
-    assert [_ids(t) for t in evaluations.tasks] == [[f"{JOB}:1:evaluate:ACME:2024_q4"], [f"{JOB}:1:evaluate:ACME:2025_q1"]]
+    assert [_ids(t) for t in evaluations.tasks] == [[f"{JOB}:1:evaluate:ACME:2024_q4"], [f"{JOB}:1:evaluate:ACME:2025_q1"],
+                                                    [f"{JOB}:1:evaluate:whole"]]
     assert evaluations.body.options["task_id"] == f"{JOB}:1:advance:extract"
     sequential = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False, parallel=False)
     assert isinstance(sequential, _chain) and _ids(sequential) == _ids(canvas)
@@ -175,7 +176,8 @@ def test_an_answer_round_of_one_scope_is_one_chain():
     planned(job)
     job.find(2, "ACME:2025_q1")
     out = job.respond(lambda c, it: None)
-    assert [type(c) for c in out.calls] == [ExtractCall, ComposeCall, EvaluateCall, EvaluateCall]  # targets 2 quarters
+    # targets 2 quarters: their evaluations and the whole answer's
+    assert [type(c) for c in out.calls] == [ExtractCall, ComposeCall, EvaluateCall, EvaluateCall, EvaluateCall]
     canvas = fan_out_canvas(JOB, str(out.step), out.calls, out.state.iteration, batch=False)
     assert isinstance(canvas, _chain) and [t.options["task_id"] for t in canvas.tasks[:2]] == [
         f"{JOB}:1:extract:ACME:2025_q1", f"{JOB}:1:compose"]

@@ -99,10 +99,22 @@ def test_min_confidence_raises_the_bar_and_overrides_sufficiency():
     assert d.action == "search" and d.reason == "confidence 85% < threshold 95%"
 
 
-def test_sufficiency_counts_only_at_or_above_min_confidence_threshold():
-    detailed = state(confidence_threshold=0.9)
-    assert run(detailed, evaluation(85, keywords=["x"], sufficient=True)).reason == "evaluator judged the answer sufficient"
-    assert run(detailed, evaluation(75, keywords=["x"], sufficient=True)).action == "search"  # 75% < 0.8 setting
+def test_the_evaluators_sufficient_stops_the_loop_in_every_mode_above_the_floor():
+    for threshold in (0.7, 0.8, 0.9):  # direct, standard, detailed: below each mode's threshold it still stops
+        d = run(state(confidence_threshold=threshold), evaluation(60, keywords=["x"], sufficient=True))
+        assert (d.action, d.reason) == ("stop", "evaluator judged the answer sufficient")
+    assert SETTINGS.sufficient_floor == 0.5
+    assert run(state(), evaluation(45, keywords=["x"], sufficient=True)).action == "search"  # below the floor: nonsense
+    raised = SETTINGS.model_copy(update={"sufficient_floor": 0.65})
+    assert run(state(), evaluation(60, keywords=["x"], sufficient=True), settings=raised).action == "search"
+
+
+def test_sufficient_does_not_stop_a_reroute_it_precedes_nor_an_answer_announcing_more():
+    d = run(state(), evaluation(55, sufficient=True, missing_info=["the margin"]), reroute="broad_window")
+    assert d.reason == "evaluator judged the answer sufficient"  # sufficient ends the loop before any re-route
+    st = state()
+    st.answer = answer("Revenue rose [1]. Let me also check the margins.")
+    assert run(st, evaluation(60, keywords=["margins"], sufficient=True)).action == "search"
 
 
 def test_the_iteration_limit_is_checked_first_even_before_a_reroute():

@@ -64,7 +64,8 @@ def searched(job: Job, chunks: int, *scopes: str):
     return job.respond(lambda c, it: None)
 
 
-def answer_round(job: Job, score: int, keywords: list[str] | None = None, chunks: int = 4, scopes=("ACME:2025_q1",)):
+def answer_round(job: Job, score: int, keywords: list[str] | None = None, chunks: int = 4, scopes=("ACME:2025_q1",),
+                 compose: ComposeOutput | None = None):
     """From a search fan-out (or a refinement round's answer round) in flight to the evaluation's outcome."""
     out = job.last
     if not is_answer_round(out):
@@ -74,7 +75,7 @@ def answer_round(job: Job, score: int, keywords: list[str] | None = None, chunks
         out = job.respond(lambda c, it: None)
         if not is_answer_round(out):
             return out
-    return job.respond(answering(score, keywords))
+    return job.respond(answering(score, keywords, compose=compose))
 
 
 def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
@@ -93,8 +94,9 @@ def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
     out = job.respond(lambda c, it: None)  # a search stores evidence rows, not an output
     assert event_types(out) == ["search"] and out.events[0].data == {"chunks": 6}
     # the answer round: the extractions, then the compose, then the evaluations, in one dispatch
+    # the answer spans two quarters: beside each quarter's evaluation, one of the whole answer
     assert out.calls == [ExtractCall(scope="ACME:2024_q4"), ExtractCall(scope="ACME:2025_q1"), ComposeCall(),
-                         EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+                         EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1"), EvaluateCall(scope="whole")]
     assert str(out.step) == "1:extract"
     assert call_waves(out.calls) == [[[c] for c in out.calls[:2]], [[ComposeCall()]], [[c] for c in out.calls[3:]]]
 
@@ -111,8 +113,10 @@ def test_a_whole_job_plans_searches_answers_evaluates_iterates_and_finishes():
     assert (result.iterations, result.confidence, result.chunks_used) == (2, 0.9, 9)
     assert result.termination_reason == "confidence 90% >= threshold 80%"
     assert [r.keywords for r in result.evaluations] == [["revenue growth drivers"], ["segment margin"]]
-    # plan, then per iteration 2 extracts, 1 compose and 2 evaluations: 11 calls of 10 + 5 tokens
-    assert result.tokens == {"prompt": 110, "completion": 55}
+    # plan, then per iteration 2 extracts, 1 compose and 3 evaluations: 13 calls of 10 + 5 tokens
+    assert result.tokens == {"prompt": 130, "completion": 65}
+    assert result.evaluations[-1].grades.model_dump() == {
+        "per_scope": {"ACME:2024_q4": 0.9, "ACME:2025_q1": 0.9}, "whole_answer": 0.9}
     assert set(result.timing) == {"reasoning", "retrieval", "generation", "evaluation", "total"}
     assert result.timing["total"] == job.now - job.state.started_at
 
@@ -404,7 +408,7 @@ def test_every_evaluation_failing_returns_the_unevaluated_answer():
     searched(job, 2, "ACME:2025_q1")
     out = job.respond(answering(evaluate=lambda c: FailedOutput(error="bad json", error_class="data")))
     assert out.status == "completed" and out.result.answer == "Revenue rose [1]."
-    assert event_types(out).count("error") == 2
+    assert event_types(out).count("error") == 3  # both quarters' evaluations and the whole answer's
 
 
 def test_running_out_of_time_after_composing_ends_the_job():
@@ -450,8 +454,9 @@ def test_the_answer_modes_iteration_limit_ends_the_loop(mode, iterations):
 def keep_searching(job: Job, score: int, rounds: int):
     """An evaluator that never reaches the threshold and always has a new phrase; each search finds more."""
     out = job.last
-    for n in range(rounds):
-        out = answer_round(job, score, keywords=[f"phrase {n}"], chunks=1)
+    for n in range(rounds):  # each round composes another answer: a refinement that could not would end the job
+        out = answer_round(job, score, keywords=[f"phrase {n}"], chunks=1,
+                           compose=ComposeOutput(answer=answer(f"Revenue rose [1] (round {n}).")))
         if out.status != "running":
             break
     return out
@@ -532,7 +537,8 @@ def test_tokens_cost_and_cache_hits_add_up_from_every_call():
         extract=lambda c: ExtractOutput(findings=ScopeFindings(scope=c.scope), usage=Usage(cached=True, model="gpt-4o-mini")),
         compose=ComposeOutput(answer=answer(), usage=Usage(prompt=10, completion=5)),
         evaluate=lambda c: EvaluateOutput(evaluation=evaluation(95, scope=c.scope), usage=Usage(prompt=1, completion=1))))
-    assert out.result.tokens == {"prompt": 1_000_000 + 10 + 2, "completion": 1_000_000 + 5 + 2}
+    # the two quarters' evaluations and the whole answer's
+    assert out.result.tokens == {"prompt": 1_000_000 + 10 + 3, "completion": 1_000_000 + 5 + 3}
     assert out.result.cost_usd == 0.75 and out.result.cache_hits == 1  # 0.15 + 0.60 per million; the cached extract
 
 
@@ -614,7 +620,7 @@ def test_a_job_saved_before_the_answer_round_composes_and_evaluates_in_steps_of_
     out = job.respond(answering())
     assert out.calls == [ComposeCall()] and str(out.step) == "1:compose"
     out = job.respond(answering())
-    assert out.calls == [EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1")]
+    assert out.calls == [EvaluateCall(scope="ACME:2024_q4"), EvaluateCall(scope="ACME:2025_q1"), EvaluateCall(scope="whole")]
     out = job.respond(answering(95))
     assert out.status == "completed" and out.result.confidence == 0.95
 

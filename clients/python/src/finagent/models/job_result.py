@@ -58,15 +58,25 @@ class Evaluation(EvaluationScores):
         )
 
 
+class Grades(BaseModel):
+    """The grades an iteration's confidence was merged from: each scope's (a company-period, a company's 10-K, the
+    news) and, when the answer spans several periods or companies, the composed answer's as a whole. The confidence
+    weighs the whole-answer grade as much as the mean of the per-scope ones."""
+
+    per_scope: dict[str, float] = Field(default_factory=dict)
+    whole_answer: float | None = None
+
+
 class IterationRecord(BaseModel):
     iteration: int
     confidence: float
-    evaluation: Evaluation
+    evaluation: Evaluation  # the merged evaluation the confidence is computed from
     chunks_total: int
     chunks_added: int
     keywords: list[str] = Field(default_factory=list)
     will_iterate: bool
     reason: str
+    grades: Grades | None = None  # absent from results saved before the whole-answer evaluation
 
 
 class RoutingDecision(BaseModel):
