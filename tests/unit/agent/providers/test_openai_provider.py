@@ -255,8 +255,12 @@ def test_json_schema_response_format_when_enabled(router):
 
 
 def test_factory_builds_openai_provider():
+    from agent.providers.llm.grounded import GroundedProvider
+
     llm = make_llm(make_settings())
-    assert isinstance(llm, OutputCappedProvider) and isinstance(llm.inner, OpenAIProvider) and llm.name == "openai"
+    assert isinstance(llm, OutputCappedProvider) and isinstance(llm.inner, GroundedProvider) and llm.name == "openai"
+    assert isinstance(llm.inner.inner, OpenAIProvider)
+    assert isinstance(make_llm(make_settings(llm_grounding_fallback=False)).inner, OpenAIProvider)
     assert str(llm.client.base_url).rstrip("/") == BASE and llm.client.max_retries == 0
 
 
