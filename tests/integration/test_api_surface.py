@@ -46,8 +46,8 @@ def test_the_ledger_of_a_job_over_http(fa, ctx, api_url):
     assert "llm.plan" in tools and "transcript_search" in tools
     assert [c.started_at for c in ledger.calls] == sorted(c.started_at for c in ledger.calls)
     assert all(c.duration_ms >= 0 and c.call_key for c in ledger.calls)
-    search = next(c for c in ledger.calls if c.tool == "transcript_search")
-    assert search.params and search.result_size > 0 and search.error_class is None
+    searches = [c for c in ledger.calls if c.tool == "transcript_search"]  # one per quarter searched
+    assert all(c.params and c.error_class is None for c in searches) and any(c.result_size > 0 for c in searches)
     assert ledger.prompt_tokens == sum(c.prompt_tokens for c in ledger.calls) and ledger.errors == 0
     raw = httpx.get(f"{api_url}/v1/jobs/{job.job_id}/ledger", timeout=30).text
     assert secret not in raw  # a secret in a call's parameters is masked

@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.infra.error_classes import ERROR_CLASSES
 from agent.models.corpus import Company
 from agent.models.job import JobRequest
 from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings
@@ -29,7 +28,6 @@ from agent.providers.llm.openai_provider import OpenAIProvider
 from agent.providers.llm.roles import EvaluateRequest, ExtractRequest, PlanRequest
 from agent.settings import LLMRoles, Settings
 from ops.cli.ask import submit_and_follow
-from tests.integration.jobs import run_job
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install -e '.[llm-local]')")
 
@@ -55,7 +53,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # one per test: requests a finished test's job left queued on this one-at-a-time server must not delay the next
 def llama_server(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
@@ -142,23 +140,6 @@ def real_model_workers(workers_with, url: str, **env: str) -> None:
                  FINAGENT_LLM_JSON_MAX_TOKENS="400", FINAGENT_LLM_ANSWER_MAX_TOKENS="400",
                  FINAGENT_TOP_K_PER_QUARTER="2", FINAGENT_LLM_MODELS__PLANNER=MODEL, FINAGENT_LLM_MODELS__GENERATOR=MODEL,
                  FINAGENT_LLM_MODELS__EVALUATOR=MODEL, **env)
-
-
-@pytest.mark.timeout(600)
-def test_a_job_on_the_real_model_ends_completed_or_failed_with_a_reason(ctx, sample_corpus, workers_with, llama_server):
-    real_model_workers(workers_with, llama_server)
-    t0 = time.monotonic()
-    job, events = run_job(ctx, timeout_s=540, question="What was NVDA's revenue last quarter?", mode="direct", tickers=["NVDA"],
-                          max_iterations=1)
-    calls = [(r["tool"], r["error_class"], round(r["duration_ms"] / 1000, 1)) for r in load_ledger(ctx.pool, job.id)]
-    print(f"SmolLM2-135M job: {job.status} in {time.monotonic() - t0:.0f} s; {job.result.error or job.result.answer[:200]!r}; "
-          f"calls (tool, error class, s): {calls}")
-    assert any(tool == "llm.plan" for tool, _, _ in calls)  # the model was asked
-    assert job.status in ("completed", "failed"), (job.status, job.step)
-    if job.status == "failed":
-        assert job.result.error and job.result.error_class in ERROR_CLASSES
-    else:
-        assert job.result.answer.strip()
 
 
 def transcript_tickers(sample_corpus) -> list[str]:

@@ -254,7 +254,9 @@ def test_celery_results_and_task_events_hold_no_secret(scenario):
     assert leaks(stored) == []
     events = json.dumps(scenario.task_events, default=str)
     kinds = {e.get("type") for e in scenario.task_events}
-    assert {"task-sent", "task-received", "task-succeeded", "task-retried"} <= kinds, kinds
+    # no task-retried: the SDK owns an LLM call's retries (agent/infra/client_retries.py), so the echoing 500 ends the
+    # call inside its task, and its error reaches the events and results checked here
+    assert {"task-sent", "task-received", "task-succeeded"} <= kinds, kinds
     assert leaks(events) == []
 
 
