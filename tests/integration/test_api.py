@@ -23,12 +23,6 @@ KEY = "integration-key"
 
 
 @pytest.fixture(scope="module")
-def api_url(ctx) -> Iterator[str]:
-    with ServedApp(quick_runtime(ctx.settings, api_keys=[])) as served:
-        yield served.url
-
-
-@pytest.fixture(scope="module")
 def keyed_url(ctx) -> Iterator[str]:
     with ServedApp(quick_runtime(ctx.settings, api_keys=[SecretStr("other-key"), SecretStr(KEY)])) as served:
         yield served.url

@@ -22,12 +22,6 @@ QUESTION = "What was NVDA's revenue last quarter?"
 KEY = "surface-key"
 
 
-@pytest.fixture(scope="module")
-def api_url(ctx) -> Iterator[str]:
-    with ServedApp(quick_runtime(ctx.settings, api_keys=[])) as served:
-        yield served.url
-
-
 @pytest.fixture
 def fa(api_url, sample_corpus, worker) -> Iterator[FinagentClient]:
     with FinagentClient(api_url, poll_interval=0.3) as client:

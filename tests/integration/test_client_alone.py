@@ -10,13 +10,10 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-
-from tests.integration.served_api import ServedApp, quick_runtime
 
 pytestmark = pytest.mark.integration
 
@@ -78,12 +75,6 @@ def client_venv(tmp_path_factory) -> Path:
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return python
-
-
-@pytest.fixture(scope="module")
-def api_url(ctx) -> Iterator[str]:
-    with ServedApp(quick_runtime(ctx.settings, api_keys=[])) as served:
-        yield served.url
 
 
 def test_the_client_installs_without_the_server(client_venv, tmp_path):
