@@ -141,7 +141,7 @@ def parse_statement_page(text: str, statement: Statement, page: int) -> list[Sta
             cells = cells[1:]
         if ":" in raw.rstrip(":"):
             head, rest = raw.split(":", 1)
-            if rest.strip() and len(head.split()) <= 6:
+            if head.strip() and rest.strip() and len(head.split()) <= 6:
                 section = _heading(head)
         label = clean_label(raw)
         if not label or (label.endswith(".") and len(label.split()) > 3) or len(label.split()) > 30:
@@ -157,8 +157,11 @@ def _bare_int(tok: Tok) -> bool:
 
 
 def _ends_section(label: str, section: str) -> bool:
-    key = re.sub(r"^(?:cashflows?|cash)?(?:providedby|usedin|from|by)?", "", letters(section))
-    return bool(key) and key in letters(label)
+    """Whether a total closes its section ("Total current assets" under "Current assets")."""
+    head, key = letters(section), letters(label)
+    opened = re.sub(r"^(?:cashflows?|cash)?(?:providedby|usedin|from|by)?", "", head)
+    closed = re.sub(r"^(?:total|netcash(?:providedby|usedin|usedfor|from|by|in)*)", "", key)
+    return bool(opened) and opened in key or bool(closed) and head.endswith(closed)
 
 
 def _line(label: str, section: str, statement: Statement, page: int, row: int, cells: list[Tok],
