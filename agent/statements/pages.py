@@ -25,6 +25,10 @@ _CONNECTOR = re.compile(r"(?:,|-|&|/|\(|\b(?:and|of|to|for|in|on|from|by|the|or|
 _LABEL_NUMBER_AFTER = re.compile(r"(?:notes?|and|due|series|of|in|to|level|tier|class)$", re.I)
 
 
+MAX_HEADING_WORDS = 16
+KEEP_HEADING_WORDS = 3  # a short heading stays part of the label it heads ("Earnings per share: Basic")
+
+
 class Tok(NamedTuple):
     text: str
     line: int
@@ -96,13 +100,15 @@ def _label_lines(words: list[Tok]) -> list[str]:
 
 
 def _split_label(lines: list[str]) -> tuple[list[str], str]:
-    """The headings above a row, and its label (a label wrapped onto several lines joined with one space)."""
-    if not lines:
-        return [], ""
-    i = len(lines) - 1
-    while i > 0 and not lines[i - 1].endswith(":") and (lines[i][0].islower() or _CONNECTOR.search(lines[i - 1])):
-        i -= 1
-    return lines[:i], " ".join(lines[i:])
+    """The headings above a row, and its label: a line that continues the one before (starts lower-case, or the one
+    before ends with a comma or a joining word) is joined to it with one space."""
+    joined: list[str] = []
+    for line in lines:
+        if joined and not joined[-1].endswith(":") and (line[0].islower() or _CONNECTOR.search(joined[-1])):
+            joined[-1] += " " + line
+        else:
+            joined.append(line)
+    return (joined[:-1], joined[-1]) if joined else ([], "")
 
 
 def _heading(line: str) -> str:
@@ -139,10 +145,12 @@ def parse_statement_page(text: str, statement: Statement, page: int) -> list[Sta
         while len(cells) > ncols or (cells and _bare_int(cells[0]) and _LABEL_NUMBER_AFTER.search(raw)):
             raw = f"{raw} {cells[0].text}".strip()
             cells = cells[1:]
-        if ":" in raw.rstrip(":"):
+        if ":" in raw.rstrip(":"):  # a heading and a label on one line: "Changes in assets and liabilities: Inventories"
             head, rest = raw.split(":", 1)
-            if head.strip() and rest.strip() and len(head.split()) <= 6:
+            if head.strip() and rest.strip() and len(head.split()) <= MAX_HEADING_WORDS:
                 section = _heading(head)
+                if len(head.split()) > KEEP_HEADING_WORDS:
+                    raw = rest
         label = clean_label(raw)
         if not label or (label.endswith(".") and len(label.split()) > 3) or len(label.split()) > 30:
             continue
@@ -180,4 +188,5 @@ def _line(label: str, section: str, statement: Statement, page: int, row: int, c
             values.append(ColumnValue(column=n, period_label=column.period_label, fiscal_year=column.fiscal_year,
                                       months=column.months, value=_value(cell.text), scale=factor, unit=unit))
     return StatementLine(statement=statement, page=page, row=row, label=label, section=section,
-                         concept=concept_of(label, statement, section), is_total=is_total_label(label), values=values)
+                         concept=concept_of(label, statement, section),
+                         is_total=unit == "currency" and is_total_label(label), values=values)
