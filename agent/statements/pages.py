@@ -58,6 +58,8 @@ def _tokens(lines: list[str]) -> list[Tok]:
 
 def _runs(toks: list[Tok], ncols: int | None) -> list[tuple[int, int]]:
     """The [start, end) of every run of figures that is a row's values, not part of a label."""
+    sizes = Counter(t.line for t in toks)
+    solo = {t.line: sizes[t.line] == 1 and t.kind != "word" for t in toks}
     runs, i = [], 0
     while i < len(toks):
         if toks[i].kind == "word":
@@ -65,6 +67,9 @@ def _runs(toks: list[Tok], ncols: int | None) -> list[tuple[int, int]]:
             continue
         j = i
         while j < len(toks) and toks[j].kind != "word" and toks[j].line == toks[i].line:
+            j += 1
+        # the vertical layout: one figure a line, the row's figures on consecutive lines
+        while j < len(toks) and solo[toks[j - 1].line] and solo[toks[j].line] and toks[j].line == toks[j - 1].line + 1:
             j += 1
         after = toks[j] if j < len(toks) and toks[j].line == toks[i].line else None
         before = toks[i - 1] if i and toks[i - 1].line == toks[i].line else None

@@ -211,3 +211,12 @@ def test_the_scale_and_the_share_scale():
 
 def test_a_page_without_a_header_gives_no_rows():
     assert parse_statement_page("Net sales 1,234 1,111\nCost of sales 600 550\n", "income", 0) == []
+
+
+def test_one_figure_a_line():
+    text = ("Consolidated Statement of Income\n(Millions, except per share amounts)\nYears ended December 31\n2033\n2032\n"
+            "Net sales\n$\n5,100\n$\n4,800\nCost of sales\n3,000\n2,900\nTotal operating expenses\n(1,250)\n(1,100)\n")
+    rows = _rows(text)
+    assert _values(rows["Net sales"]) == [5100, 4800] and _values(rows["Cost of sales"]) == [3000, 2900]
+    assert _values(rows["Total operating expenses"]) == [-1250, -1100]
+    assert [v.fiscal_year for v in rows["Cost of sales"].values] == [2033, 2032]
