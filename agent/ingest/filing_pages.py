@@ -136,7 +136,7 @@ def filing_from_pages(path: Path, meta: FilingMeta, ticker: str, max_pages: int)
 CHUNKING_VERSION = "5"  # part of a document's content hash: a change to page_chunks re-ingests every filing
 
 
-def _tidy(text: str) -> str:
+def tidy(text: str) -> str:
     """PDF text extraction's spacing: runs of blank and space-only lines become one line break."""
     text = re.sub(r"[ \t\xa0]+", " ", text)
     return re.sub(r" ?\n[\s]*", "\n", text).strip()
@@ -162,7 +162,7 @@ def page_chunks(doc: FilingDoc, size: int, overlap: int) -> list[PageChunk]:
     with the document's header; a chunk after a page's first also repeats the page's lead, so the rows of a
     statement's second half still say which statement they belong to."""
     header = chunk_header(doc)
-    texts = [_tidy(page.text) for page in doc.pages]
+    texts = [tidy(page.text) for page in doc.pages]
     out = []
     for page, text, statement in zip(doc.pages, texts, classify_pages(texts)):
         lead = _lead(text) if PAGE_LEAD_CHARS else ""
@@ -170,3 +170,33 @@ def page_chunks(doc: FilingDoc, size: int, overlap: int) -> list[PageChunk]:
         for i, part in enumerate(split_text(text, body, overlap)):
             out.append(PageChunk(page.page, statement, f"{header}\n{part}" if i == 0 or not lead else f"{header}\n{lead} …\n{part}"))
     return out
+
+
+def statement_lines_of(doc: FilingDoc):
+    """The line items of the filing's primary statement pages (agent/statements)."""
+    return statement_lines_of_pages(doc.pages)
+
+
+def refresh_statement_lines(pool, paths: list[Path], max_pages: int) -> int:
+    """Read the statements again of every stored filing from these pages files whose lines an older reader wrote
+    (or none did): no chunk is embedded again. The number of documents read."""
+    from agent.statements.line_store import write_lines
+    from agent.statements.reader import reader_version
+
+    version = reader_version()
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT id, ticker, source_path FROM documents WHERE source_path = ANY(%s)"
+                            " AND kind <> 'transcript' AND statements_version IS DISTINCT FROM %s",
+                            ([str(p) for p in paths], version)).fetchall()
+    for r in rows:
+        pages = read_pages(Path(r["source_path"]), max_pages)
+        lines = statement_lines_of_pages(pages)
+        with pool.connection() as conn, conn.transaction():
+            write_lines(conn, r["id"], r["ticker"], lines, version)
+    return len(rows)
+
+
+def statement_lines_of_pages(pages: list[FilingPage]):
+    from agent.statements.reader import statement_lines
+
+    return statement_lines([(page.page, tidy(page.text)) for page in pages])

@@ -113,6 +113,11 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
                     [(doc_id, doc.ticker, doc.fiscal_year, doc.fiscal_quarter, c.index, c.page, c.statement, c.text, e)
                      for c, e in zip(prepared.chunks, embeddings)],
                 )
+                from agent.ingest.filing_pages import statement_lines_of
+                from agent.statements.line_store import write_lines
+                from agent.statements.reader import reader_version
+
+                write_lines(conn, doc_id, doc.ticker, statement_lines_of(doc), reader_version())
             else:
                 assert isinstance(doc, TenKDoc)  # prepare_10k pairs the kind with its doc type
                 cur.executemany(

@@ -23,6 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, Field
 
+from agent.models.financials import Computation
 from agent.models.research import Answer, Evaluation, ResearchPlan, ScopeFindings, SearchSpec, Usage
 from agent.models.tenk import TenKEvaluation, TenKPlan, filing_key
 
@@ -157,6 +158,7 @@ class TenKAnswerOutput(BaseModel):
     answer: Answer
     markers: dict[str, str]  # saved with the answer: later evidence can renumber markers, citation keys stay
     usage: Usage = Field(default_factory=Usage)
+    computation: Computation | None = None  # the figure computed from the statements, shown first in the answer
 
 
 class TenKEvaluateOutput(BaseModel):

@@ -5,6 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from agent.models.financials import MeasureQuery
 from agent.models.research import Evidence
 
 ITEMS = ("1", "1A", "7", "7A", "8")
@@ -30,6 +31,7 @@ class TenKPlan(BaseModel):
     sub_questions: list[SubQuestion] = Field(min_length=1, max_length=12)
     search_plan: str = ""
     calculation: str | None = None  # e.g. 'inventory_turnover = cost of sales / average inventory'
+    measure: MeasureQuery | None = None  # what to compute from the statements (agent/statements); code computes it
 
 
 class TableCandidate(BaseModel):

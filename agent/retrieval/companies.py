@@ -43,6 +43,9 @@ def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> 
     return None
 
 
+MAX_NAME_KEY = 18
+
+
 def register_company(conn, name: str) -> str:
     """The ticker of the company called `name`: a registered one it matches, or a new entry keyed by its name
     (upper case, letters and digits) with derived aliases, for corpora that name companies but give no ticker."""
@@ -54,7 +57,8 @@ def register_company(conn, name: str) -> str:
         if symbols:  # registered before symbols were looked up
             conn.execute("UPDATE companies SET aliases = aliases || %s WHERE ticker = %s", (symbols, found.ticker))
         return found.ticker
-    key = re.sub(r"[^A-Z0-9]", "", base_name(name).upper()) or "COMPANY"
+    # a request's ticker is at most 20 characters (finagent.models.job_request): room is left for a numeric suffix
+    key = re.sub(r"[^A-Z0-9]", "", base_name(name).upper())[:MAX_NAME_KEY] or "COMPANY"
     taken = {c.ticker for c in companies}
     ticker, n = key, 2
     while ticker in taken:

@@ -224,7 +224,7 @@ def parse_expression(expression: str) -> ast.expr:
 
 def fmt_number(value: float, decimals: int | None = None) -> str:
     """Thousands separators; without `decimals`, whole numbers plain and others to at most two places."""
-    if decimals is not None:  # half away from zero, as a reader rounds (11.25 -> 11.3), not binary float's half-even
+    if decimals is not None:  # half away from zero, as a reader rounds (a half rounds up), not binary float's half-even
         exact = Decimal(repr(round(value, 9))).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
         return f"{exact:,.{decimals}f}"
     if abs(value - round(value)) < 1e-9:

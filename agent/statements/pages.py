@@ -1,8 +1,8 @@
 """A primary statement page as rows: each line item's label, its section, and its figures per column.
 
-pypdf prints a statement's rows in two ways: a label followed by its figures ("Net sales $ 12,345 $ 11,002"), or a
-label on one line and its figures at the start of the next, followed there by the next label ("Net sales\n12,345
-11,002 Cost of sales"). Both are a stream of text and runs of figures: every run of figures closes the line item
+pypdf prints a statement's rows in two ways: a label followed by its figures ("Net sales $ 4,210 $ 3,980"), or a
+label on one line and its figures at the start of the next, followed there by the next label ("Net sales\n4,210
+3,980 Cost of sales"). Both are a stream of text and runs of figures: every run of figures closes the line item
 whose label is the text before it. A run sits at a line's end or start, so a figure followed on its line by a
 lower-case word ("$0.01 par value", "Notes 1 and 4") is part of a label.
 
@@ -39,7 +39,7 @@ def _prepare(text: str) -> list[str]:
     text = text.replace("$", " ")
     text = re.sub(r"(?<=[A-Za-z])\((?:[a-z]|\d)\)", " ", text)  # a footnote marker glued to a label: "Revenues(1)"
     text = re.sub(r"\s*([—–−])\s*", r" \1 ", text)
-    text = re.sub(r"(?<=\d)\s+\)", ")", text)  # "(1,837 )"
+    text = re.sub(r"(?<=\d)\s+\)", ")", text)  # "(4,321 )"
     text = re.sub(r"\(\s+(?=-?\d)", "(", text)
     text = text.replace(")(", ") (")
     # a figure glued to the end of a wrapped label ("Other, n\net49 16 20") when more figures follow it

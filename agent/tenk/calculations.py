@@ -22,7 +22,7 @@ def parse_amount(cell: str) -> float | None:
 
 
 def fmt_amount(value: float, decimals: int | None = None) -> str:
-    """Thousands separators; whole numbers without decimals unless asked ('12,345', '12,345.5')."""
+    """Thousands separators; whole numbers without decimals unless asked ('4,321', '4,321.5')."""
     if decimals is None:
         decimals = 0 if abs(value - round(value)) < 1e-9 else 1
     return f"{value:,.{decimals}f}"

@@ -7,6 +7,7 @@ from collections import defaultdict
 from pydantic import BaseModel
 
 from agent.models.corpus import Period
+from agent.models.financials import Computation
 from agent.models.job import JobState
 from agent.models.research import Answer, Citation, Evaluation, Evidence, Finding, ScopeFindings, Usage
 from agent.models.steps import WHOLE_ANSWER
@@ -109,12 +110,13 @@ def attach_citations(answer: Answer, evidence: list[Evidence], markers: dict[str
     for marker, ev in by_marker.items():
         if marker in answer.text:
             citations.append(Citation(marker=marker, source_type=ev.source_type, ticker=ev.ticker, period=ev.period,
-                                      text=ev.text, citation_key=ev.citation_key, speaker=ev.speaker, item=ev.item, url=ev.url))
+                                      text=ev.text, citation_key=ev.citation_key, speaker=ev.speaker, item=ev.item, url=ev.url,
+                                      page=ev.page))
     return answer.model_copy(update={"citations": citations})
 
 
 def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[Evidence], markers: dict[str, str],
-                 budget_note: str) -> tuple[Evaluation, Usage]:
+                 budget_note: str, computations: dict[str, list[Computation]] | None = None) -> tuple[Evaluation, Usage]:
     """Evaluate the answer for one scope: 'all', a company ('AAPL') or a company-period ('AAPL:2024_q4'); or the
     answer as a whole (`WHOLE_ANSWER`), against the passages it cites and every targeted period."""
     groups = group_by_scope(evidence)
@@ -136,9 +138,11 @@ def run_evaluate(llm: LLMProvider, state: JobState, scope: str, evidence: list[E
         in_scope = [e for k, v in groups.items() if k.startswith(f"{scope}:") for e in v]
         periods = {scope: targets.get(scope, [])}
     previous = [k for rec in state.iterations for k in rec.keywords]
+    companies = [scope.split(":", 1)[0]] if scope not in ("all", "news", WHOLE_ANSWER) else list(computations or {})
+    computed = [c for t in companies for c in (computations or {}).get(t, [])] if scope != "news" else []
     return llm.evaluate(EvaluateRequest(question=state.request.question, plan=state.plan, answer=state.answer, scope=scope,
                                         evidence=in_scope, markers=markers, periods=periods, previous_keywords=previous,
-                                        budget_note=budget_note, iteration=state.iteration))
+                                        budget_note=budget_note, iteration=state.iteration, computations=computed))
 
 
 

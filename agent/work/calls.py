@@ -39,7 +39,7 @@ from agent.work.answering import assign_markers, findings_from_answer, partial_a
 from agent.work.merging import Merged, merge_adjacent
 from agent.work.planning import run_planner
 from agent.work.search import run_search_spec
-from agent.work.tenk_calls import latest_tenk_answer
+from agent.work.tenk_calls import latest_computations, latest_tenk_answer
 
 
 def do_plan(ctx: Context, job_id: str, iteration: int, call: PlanCall) -> None:
@@ -233,7 +233,8 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: EvaluateCall) -
         return
     state = state.model_copy(update={"answer": composed.answer})
     with record_call(ctx.pool, job_id, str(key), "llm.evaluate", {"scope": call.scope, "provider": ctx.llm.name}) as rec:
-        evaluation, usage = run_evaluate(ctx.llm, state, call.scope, evidence, assign_markers(evidence), budget_note(state))
+        evaluation, usage = run_evaluate(ctx.llm, state, call.scope, evidence, assign_markers(evidence), budget_note(state),
+                                         latest_computations(ctx.pool, job_id))
         rec.use(usage, ctx.settings)
         rec.store_with(jobstore.output_writer(job_id, key, EvaluateOutput(evaluation=evaluation, usage=usage)))
 

@@ -5,6 +5,7 @@ import re
 
 from agent.context import Context
 from agent.db import reading
+from agent.models.financials import Computation
 from agent.models.research import Answer, Evidence, Usage
 from agent.models.steps import (
     Stage,
@@ -25,6 +26,7 @@ from agent.persistence.ledger import record_call
 from agent.pipeline.budget import budget_note
 from agent.tenk.retrieval import retrieve
 from agent.work.answering import assign_markers
+from agent.work.computing import answer_lines, compute, input_evidence, is_computing_round, measure_for, years_of
 
 _MARKER = re.compile(r"\[10K\d+\]")
 
@@ -128,15 +130,38 @@ def filing_items(pool, ticker: str, fiscal_year: int) -> set[str]:
 def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -> None:
     state = jobstore.load_state(ctx.pool, job_id)
     plan = _plan(ctx, job_id, iteration, call.round, call.part())
-    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker, call.fiscal_year)
     key = call.output_key(iteration)
+    filings = {int(k.rsplit(":FY", 1)[1]) for k in state.tenk.last_plan if k.startswith(f"{call.ticker}:FY")}
+    computation = _compute(ctx, job_id, iteration, str(key), state.request.question, plan, filings)
+    evidence, markers = _tenk_evidence(ctx, job_id, call.ticker, call.fiscal_year)
     with record_call(ctx.pool, job_id, str(key), "llm.answer_10k",
                      {"ticker": call.ticker, "fiscal_year": call.fiscal_year, "evidence": len(evidence)}) as rec:
         answer, usage = ctx.llm.answer_10k(TenKAnswerRequest(question=state.request.question, plan=plan, evidence=evidence,
                                                              markers=markers, budget_note=budget_note(state)))
+        if computation is not None:  # the computed figure leads, with its formula and every input cited
+            answer = answer.model_copy(update={"text": "\n".join([*answer_lines(computation, markers), answer.text])})
         rec.result_size = len(answer.text)
         rec.use(usage, ctx.settings)
-        rec.store_with(jobstore.output_writer(job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage)))
+        rec.store_with(jobstore.output_writer(job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage,
+                                                                            computation=computation)))
+
+
+def _compute(ctx: Context, job_id: str, iteration: int, key: str, question: str, plan: TenKPlan,
+             filings: set[int]) -> Computation | None:
+    """The round's computed figure (agent/work/computing.py); its inputs' pages join the job's evidence first."""
+    query, named_by = measure_for(question, plan.measure)
+    if query is None or not is_computing_round(query, plan.fiscal_year, filings):
+        return None
+    with record_call(ctx.pool, job_id, key + ":compute", "statements.compute",
+                     {"ticker": plan.ticker, "measure": query.measure or query.expression, "named_by": named_by,
+                      "fiscal_years": years_of(query, plan.fiscal_year)}) as rec:
+        computation = compute(ctx.pool, plan.ticker, query, plan.fiscal_year)
+        if computation is None:
+            return None
+        computation, evidence = input_evidence(ctx.pool, computation, iteration)
+        jobstore.add_evidence(ctx.pool, job_id, evidence)
+        rec.result_size = len(computation.inputs) - len(computation.missing)
+    return computation
 
 
 def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCall) -> None:
@@ -170,6 +195,22 @@ def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | Non
     if len(answers) <= 1:
         return answers[0] if answers else None
     return join_answers(answers)
+
+
+def latest_computations(pool, job_id: str) -> dict[str, list[Computation]]:
+    """ticker -> the figures its filings' latest 10-K answers computed from the statements."""
+    outputs = StepOutputs.from_rows(jobstore.get_outputs(pool, job_id, ""))
+    latest: dict[str, tuple[int, int, TenKAnswerOutput]] = {}
+    for k, out in outputs.items.items():
+        if k.stage == Stage.tenk_answer and isinstance(out, TenKAnswerOutput):
+            if k.part not in latest or (k.iteration, k.round or 0) > latest[k.part][:2]:
+                latest[k.part] = (k.iteration, k.round or 0, out)
+    found: dict[str, list[Computation]] = {}
+    for part in sorted(latest):
+        computation = latest[part][2].computation
+        if computation is not None:
+            found.setdefault(part.split(":")[0], []).append(computation)
+    return found
 
 
 def join_answers(answers: list[TenKAnswerOutput]) -> TenKAnswerOutput:

@@ -9,7 +9,7 @@ from pathlib import Path
 from agent.context import Context
 from agent.ingest.documents import IngestLimits, pages_hash, prepare_pages
 from agent.ingest.failures import IngestError
-from agent.ingest.filing_pages import PAGES_SUFFIX, FilingMeta, ManifestError, doc_name_of, read_manifest
+from agent.ingest.filing_pages import PAGES_SUFFIX, FilingMeta, ManifestError, doc_name_of, read_manifest, refresh_statement_lines
 from agent.ingest.runner import FanOut, FileOutcome, IngestReport, ingest
 from agent.retrieval.companies import register_company
 
@@ -60,4 +60,5 @@ def ingest_financebench(ctx: Context, data_dir: Path, doc_names: set[str] | None
     report = ingest(ctx, "10k", files, fanout=fanout, quiet=quiet, prepare_file=prepare_file, label="filing pages",
                     hash_file=hash_file, skip_by_stored_hash=skip_by_stored_hash)
     report.files += [FileOutcome(path=name, status="error", reason="no pages file for this document") for name in missing]
+    refresh_statement_lines(ctx.pool, files, limits.max_pdf_pages)  # filings stored before the statement reader changed
     return report

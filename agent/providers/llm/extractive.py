@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
+from agent.providers.llm.extractive_figures import grade_figure
 from agent.providers.llm.extractive_judge import (
     addresses,
     asks_change,
@@ -205,7 +206,8 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         """Each targeted period's part of the answer; for the whole answer, all of them, and then what only the
         whole shows (`_judge_whole`)."""
         ev = self._judge(req)
-        return (self._judge_whole(req, ev) if req.whole else ev), Usage()
+        ev = self._judge_whole(req, ev) if req.whole else ev
+        return grade_figure(req, ev), Usage()
 
     @staticmethod
     def _judge_whole(req: EvaluateRequest, ev: Evaluation) -> Evaluation:

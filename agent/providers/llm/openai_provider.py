@@ -14,11 +14,14 @@ request makes at most 1 + max_tool_retries HTTP attempts. A caller's error (400,
 """
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import urlparse
 
 from openai import Omit, OpenAI, omit
+from pydantic import ValidationError
 
+from agent.models.financials import MeasureQuery
 from agent.models.research import Answer, Evaluation, EvaluationScores, Finding, ResearchPlan, ScopeFindings, Usage
 from agent.models.tenk import (
     SelectTablesRequest,
@@ -35,6 +38,8 @@ from agent.providers.llm.json_modes import JsonForms, JsonMode
 from agent.providers.llm.roles import ROLES, ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
 from agent.providers.llm.structured import StructuredOutputError, T, add_usage, complete_json, reply_text
 from agent.settings import AnswerMode, Settings
+
+log = logging.getLogger(__name__)
 
 _QUESTION_WORDS = re.compile(r"^(what|how|did|does|do|is|are|was|were|why|when|which|who|can|could)\b\s*", re.I)
 
@@ -143,7 +148,7 @@ class OpenAIProvider:
             items = [i.strip().upper().removeprefix("ITEM").strip() for i in sq.items if i.strip()] or ["7"]
             sub_questions.append(sq.model_copy(update={"id": sq_id, "items": items, "keywords": sq.keywords.strip().rstrip("?")}))
         plan = TenKPlan(ticker=req.ticker, fiscal_year=req.fiscal_year, sub_questions=sub_questions,
-                        search_plan=out.search_plan, calculation=out.calculation or None)
+                        search_plan=out.search_plan, calculation=out.calculation or None, measure=usable_measure(out.measure))
         return plan, usage
 
     def select_tables(self, req: SelectTablesRequest) -> tuple[list[int], Usage]:
@@ -168,3 +173,16 @@ class OpenAIProvider:
         out, usage = self._json("evaluate_10k", self.models.evaluator, prompts.tenk_evaluate_messages(req), TenKEvaluation)
         ids = {q.id for q in req.plan.sub_questions}
         return out.model_copy(update={"answered": [i for i in dict.fromkeys(out.answered) if i in ids]}), usage
+
+
+def usable_measure(raw: dict | None) -> MeasureQuery | None:
+    """A model's measure as the calculator reads it; one that does not validate is dropped (the rules' reading of
+    the question stands in), never a failed plan."""
+    if not raw:
+        return None
+    try:
+        query = MeasureQuery.model_validate(raw)
+    except ValidationError:
+        log.warning("the 10-K planner's measure did not validate and was dropped: %.200s", raw)
+        return None
+    return query if query.measure or query.expression else None

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import Literal
+from typing import Any, Literal
 
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, Field
 
+from agent.models.financials import Computation
 from agent.models.research import DataSource, EvaluationScores, Evidence, Finding, QuestionType
 from agent.models.tenk import (
     SelectTablesRequest,
@@ -264,8 +265,18 @@ def evaluate_messages(req: EvaluateRequest) -> Messages:
         f"Previous keywords (do not repeat): {json.dumps([clean_data(k) for k in req.previous_keywords], ensure_ascii=False)}",
         _budget(req.budget_note),
     ]
+    if req.computations:
+        lines.insert(-1, "Computed in code from the filings' statements (the arithmetic is exact; judge whether these are the "
+                         "right inputs for the question, and count a missing input against completeness):\n"
+                         + "\n".join(f"- {_one_line(computed_summary(c))}" for c in req.computations))
     system = f"{EVALUATE_SYSTEM}\n{EVALUATE_WHOLE}" if req.whole else EVALUATE_SYSTEM
     return _msgs(f"{system}\n{_DATA_RULES}\n\n{_json_rules(EvaluationScores)}", "\n\n".join(lines))
+
+
+def computed_summary(c: Computation) -> str:
+    inputs = "; ".join(f"{i.name} FY{i.fiscal_year}: " + (f"{i.fact.label!r} p.{i.fact.page}" if i.fact else "NOT FOUND")
+                       for i in c.inputs)
+    return f"{c.label} = {c.formula} = {c.result or 'not computed'} (inputs: {inputs})"
 
 
 # ---------- the SEC 10-K agent ----------
@@ -273,6 +284,8 @@ class TenKPlanOutput(BaseModel):
     sub_questions: list[SubQuestion] = Field(min_length=1, max_length=12)
     search_plan: str = ""
     calculation: str | None = Field(default=None, description="e.g. 'inventory_turnover = cost of sales / average inventory'")
+    # read leniently (openai_provider.plan_10k): a measure the code cannot use is dropped, not a failed plan
+    measure: dict[str, Any] | None = Field(default=None, description="what the code computes from the statements, or null")
 
 
 class SelectTablesOutput(BaseModel):
@@ -287,6 +300,7 @@ TENK_PLAN_SYSTEM = """You plan the retrieval of finagent's SEC 10-K agent for on
 - calculation: when the question asks for a derived metric, name it and its formula in the form "inventory_turnover = cost of sales / average inventory" (known names: inventory_turnover, gross_margin, operating_margin, net_margin, current_ratio, free_cash_flow), and add a TABLE sub-question for every input; otherwise null.
 Example: "What is inventory turnover?" -> [TABLE, Item 8] cost of sales; [TABLE, Item 8] inventories (both year ends); [TEXT, Item 7] inventory valuation; calculation inventory_turnover.
 - search_plan: one or two sentences on where each figure will be found.
+- measure: when the question asks for a figure that the primary statements give or that is computed from them (a line item, a margin, a ratio, growth, an average over years), say WHAT to compute and let the code do the arithmetic from the stored statements, citing every input: {"measure": a library name or null, "expression": the question's own definition over concept names when it gives one (e.g. "current_assets / current_liabilities", with avg(x), prior(x), change(x), abs(x)) or null, "label": its name as the question says it, "fiscal_years": [every fiscal year it needs, ascending], "aggregate": "each" | "average" | "cagr" | "change", "scale": 1000000 for "in USD millions" (or null), "decimals": the rounding asked (or null), "percent": true when a percentage is wanted (or null)}. Never compute the figure yourself. Otherwise null.
 When missing information from the previous round is given, keep the sub-questions that were answered, and replace each unanswered one with differently worded keywords and broader Items; ids must be unique integers."""
 
 
@@ -296,8 +310,18 @@ def tenk_plan_messages(req: TenKPlanRequest) -> Messages:
         lines.append(f"Previous plan: {clean_data(req.previous.model_dump_json())}")
     if req.missing_info:
         lines.append("Missing after the previous round:\n" + fence("MISSING_INFO", "\n".join(f"- {_one_line(m)}" for m in req.missing_info)))
+    lines.append(measure_vocabulary())
     lines.append(_budget(req.budget_note))
     return _msgs(f"{TENK_PLAN_SYSTEM}\n{_DATA_RULES}\n\n{_json_rules(TenKPlanOutput)}", "\n\n".join(lines))
+
+
+def measure_vocabulary() -> str:
+    """The formula library's names and the concepts an expression may use (agent/statements)."""
+    from agent.statements.formulas import MEASURES
+    from agent.statements.models import CONCEPTS
+
+    return (f"Measure library: {', '.join(MEASURES)}.\n"
+            f"Concepts: {', '.join(CONCEPTS)}.")
 
 
 SELECT_TABLES_SYSTEM = """You pick the 10-K tables that answer one sub-question of finagent's SEC 10-K agent. Each candidate shows its id, Item, caption and first rows (with the labels of the remaining rows).

@@ -10,6 +10,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from agent.models.corpus import Company
+from agent.models.financials import Computation
 from agent.models.research import Answer, Evaluation, Evidence, ResearchPlan, ScopeFindings, Usage
 from agent.models.steps import WHOLE_ANSWER
 
@@ -60,6 +61,8 @@ class EvaluateRequest(BaseModel):
     periods: dict[str, list[str]] = Field(default_factory=dict)  # ticker -> period labels targeted
     previous_keywords: list[str] = Field(default_factory=list)
     budget_note: str = ""
+    # the figures the 10-K agent computed from the statements for the scope's companies (agent/statements)
+    computations: list[Computation] = Field(default_factory=list)
 
     @property
     def whole(self) -> bool:

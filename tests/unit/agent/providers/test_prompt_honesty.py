@@ -62,7 +62,9 @@ def test_the_figure_pattern(sample, expected):
 RULE_FILES = ["agent/providers/llm/extractive_rules.py", "agent/providers/llm/extractive.py", "agent/providers/llm/extractive_tenk.py",
               "agent/tenk/lexicon.py", "agent/tenk/rules.py", "agent/tenk/tables.py", "agent/tenk/calculations.py",
               "agent/retrieval/periods.py", "agent/retrieval/companies.py",
-              "agent/retrieval/name_rules.py"]
+              "agent/retrieval/name_rules.py", "agent/statements/concepts.py", "agent/statements/formulas.py",
+              "agent/statements/questions.py", "agent/statements/pages.py", "agent/statements/columns.py",
+              "agent/providers/llm/extractive_figures.py"]
 
 
 def corpus_companies() -> set[str]:

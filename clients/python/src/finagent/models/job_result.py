@@ -21,6 +21,7 @@ class Citation(BaseModel):
     speaker: str | None = None
     item: str | None = None
     url: str | None = None
+    page: int | None = None  # a filing read page by page: the 0-based page of the document
 
 
 class EvaluationScores(BaseModel):

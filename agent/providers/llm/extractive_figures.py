@@ -1,0 +1,55 @@
+"""The offline judge's grade of an answer to a question that asks for a figure from the annual statements.
+
+A figure the code computed from the statements, with every input found on its statement page and cited, is strong
+evidence. A figure lifted from a sentence is not: the sentence may be about another line item, segment or year, and
+checking that the figure is printed in its cited passage cannot tell. So when the 10-K is in the plan and the question
+asks for a measure, the grade follows what the calculator could do: all inputs found, some missing, or nothing
+computed, whatever the other rules made of the answer's sentences."""
+from __future__ import annotations
+
+from agent.models.financials import Computation
+from agent.models.research import Evaluation
+from agent.providers.llm.roles import EvaluateRequest
+
+# (completeness, specificity cap, accuracy cap) per outcome; the four dimensions and their weights stay the design's
+COMPUTED = (90, 100, 100)
+PARTLY = (40, 50, 50)  # completeness scales with the share of inputs found
+NOT_COMPUTED = (10, 40, 30)
+
+
+def asks_for_figure(req: EvaluateRequest) -> bool:
+    if req.computations:
+        return True
+    if not req.plan.uses_10k or req.scope == "news":
+        return False
+    from agent.statements.questions import measure_query
+
+    return measure_query(req.question) is not None
+
+
+def grade_figure(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
+    """`ev` with the figure's grade, when the question asks for one; otherwise `ev` unchanged."""
+    if not asks_for_figure(req):
+        return ev
+    done: list[Computation] = [c for c in req.computations if c.complete]
+    if req.computations and len(done) == len(req.computations):
+        completeness, spec_cap, acc_cap = COMPUTED
+        missing: list[str] = []
+        sufficient = ev.accuracy_score >= 90
+    elif req.computations:
+        found = sum(1 for c in req.computations for i in c.inputs if i.fact is not None)
+        total = sum(len(c.inputs) for c in req.computations) or 1
+        completeness, spec_cap, acc_cap = round(PARTLY[0] * found / total), PARTLY[1], PARTLY[2]
+        missing = [f"{c.label}: {m} not found in the statements" for c in req.computations for m in c.missing]
+        sufficient = False
+    else:
+        completeness, spec_cap, acc_cap = NOT_COMPUTED
+        missing = ["the figure asked for could not be computed from the statements"]
+        sufficient = False
+    return ev.model_copy(update={
+        "completeness_score": completeness,
+        "specificity_score": min(ev.specificity_score, spec_cap),
+        "accuracy_score": min(ev.accuracy_score, acc_cap),
+        "missing_info": (missing + ev.missing_info)[:8],
+        "is_sufficient": sufficient,
+    })
