@@ -20,6 +20,7 @@ from psycopg import sql
 
 from agent.db import reading
 from agent.models.corpus import SearchFilters, SearchHit
+from agent.retrieval.fact_pages import FactNeed, fact_pages
 from agent.retrieval.hybrid import KeywordCandidates, Mode, filter_clause, hybrid_search
 
 RRF_K = 60  # the usual reciprocal-rank constant: ranks 1 and 10 weigh 1/61 and 1/70
@@ -87,18 +88,27 @@ def documents_by_pages(fused: list[PageKey], depth: int = 50) -> list[int]:
     return ranked + [d for d in dict.fromkeys(d for d, _ in fused) if d not in score]
 
 
+def likely_documents(pool, ranked_docs: list[int], scopes: list[SearchFilters] | None) -> list[int]:
+    """The documents a question most likely asks about, likeliest first: the scope's, in the order the ranking puts
+    them (one it never reached last), or in a shared store the ranking's own."""
+    if not scopes:
+        return ranked_docs
+    place = {d: i for i, d in enumerate(ranked_docs)}
+    return sorted(scope_documents(pool, scopes), key=lambda d: place.get(d, len(place)))
+
+
 def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: list[SearchFilters] | None,
-                     ranked_docs: list[int] | None = None) -> list[PageKey]:
-    """The needed statement pages of the likeliest documents (`ranked_docs`, by default the fused ranking's), then
-    the rest of the fused ranking."""
-    if not statements:
+                     ranked_docs: list[int] | None = None, facts: list[FactNeed] | None = None) -> list[PageKey]:
+    """The pages printing the facts the question's figure is computed from (agent/retrieval/fact_pages.py), then the
+    needed statement pages of the likeliest documents (`ranked_docs`, by default the fused ranking's), then the rest
+    of the fused ranking."""
+    if not statements and not facts:
         return fused
     rank = {p: i for i, p in enumerate(fused)}
-    ranked_docs = ranked_docs if ranked_docs is not None else documents_by_pages(fused)
-    place = {d: i for i, d in enumerate(ranked_docs)}
-    candidates = scope_documents(pool, scopes) if scopes else ranked_docs
-    # the scope's documents in the order the ranking puts them; one it never reached comes last
-    docs = sorted(candidates, key=lambda d: place.get(d, len(place)))[:STATEMENT_DOCS]
+    candidates = likely_documents(pool, ranked_docs if ranked_docs is not None else documents_by_pages(fused), scopes)
+    docs = candidates[:STATEMENT_DOCS]
+    # a scope's documents are all the company's and period's; in a shared store only the first few are likely its
+    printed = fact_pages(pool, facts or [], candidates if scopes else docs)
     found = statement_pages(pool, docs, statements)
     chosen: list[PageKey] = []
     for doc, cap in zip(docs, STATEMENT_PAGES):
@@ -107,21 +117,27 @@ def statements_first(pool, fused: list[PageKey], statements: list[str], scopes: 
             chosen += sorted(pages, key=lambda p: rank.get(p, len(fused) + (p[1] or 0)))[:cap]
     # the ranking's favourites first, whichever document; a page it never reached after those it did
     first = sorted(chosen, key=lambda p: (rank.get(p, len(fused)), docs.index(p[0]), p[1] or 0))
-    return list(dict.fromkeys(first + fused))
+    return list(dict.fromkeys(printed + first + fused))
+
+
+def question_weight(phrases: int) -> float:
+    """The weight of the question's own lists against each of its `phrases`' lists: as much as all of them together
+    (the phrases are general vocabulary for its topics; the question names what is asked)."""
+    return float(max(1, phrases))
 
 
 def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | None, mode: Mode = "hybrid",
                  semantic_weight: float = 0.7, keyword_weight: float = 0.3,
-                 keyword_candidates: KeywordCandidates = "ranked", statements: list[str] | None = None) -> list[PageKey]:
+                 keyword_candidates: KeywordCandidates = "ranked", statements: list[str] | None = None,
+                 facts: list[FactNeed] | None = None) -> list[PageKey]:
     """Pages of the filings for the phrases (the question first), best first. `scopes`: one filter per company (each
     searched on its own, as the search service does), or None for the whole store. `embed(text)` gives a query
-    vector. `statements`: the primary statements the question needs (agent/tenk/statements.py), put first."""
+    vector. `statements`: the primary statements the question needs (agent/tenk/statements.py), put first; `facts`:
+    the (concept, year, statement) inputs of the figure it asks (agent/statements/fact_needs.py), their pages first."""
     # hybrid: the vector and the keyword page lists of each phrase, fused by rank like the phrases (RRF), or one
     # hybrid_search per phrase whose chunk scores mix both sides by weight
     sides: list[Mode] = ["semantic", "keyword"] if mode == "hybrid" and RANK_FUSION else [mode]
-    # the question's own lists weigh as much as all its phrases' together: the phrases are general vocabulary for
-    # its topics, the question names what is asked
-    question_weight = float(max(1, len(phrases) - 1))
+    weight = question_weight(len(phrases) - 1)
     runs: list[tuple[Mode, float, list[PageKey]]] = []  # (side, weight, pages) per phrase and side
     for n, phrase in enumerate(phrases):
         vec = embed(phrase)
@@ -131,7 +147,7 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
                 hits += hybrid_search(pool, phrase, vec, filters, "10k", CHUNKS_PER_SEARCH, semantic_weight, keyword_weight,
                                       mode=side, keyword_candidates=keyword_candidates)
             hits.sort(key=lambda h: -h.score)
-            runs.append((side, question_weight if n == 0 else 1.0, ranked_pages(hits)))
+            runs.append((side, weight if n == 0 else 1.0, ranked_pages(hits)))
     # the documents come from the question's own lists: it names the company and the period, a lexicon phrase
     # ("total current assets consolidated balance sheets") matches every filing alike
     documents = documents_by_pages(fuse([pages for _, _, pages in runs[:len(sides)]]))
@@ -142,4 +158,4 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
         # company outranks the short release that answers the question.
         runs = [(side, w, within(pages, runs[0][2]) if side == "keyword" else pages) for side, w, pages in runs]
     fused = fuse([pages for _, _, pages in runs], [w for _, w, _ in runs])
-    return statements_first(pool, fused, statements or [], scopes, documents)
+    return statements_first(pool, fused, statements or [], scopes, documents, facts)

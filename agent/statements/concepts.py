@@ -69,6 +69,7 @@ _RULES: list[tuple[str, tuple[Statement, ...], str]] = [
                                           r"(?:attributableto.*)?"),
     # cash flow statement (net income and D&A are read on either flow statement: the store keeps which)
     ("depreciation_amortization", FLOWS, r"depreciation(?:depletion)?andamortization(?:expense)?"
+                                         r"(?:of(?:property|plant|equipment|fixedassets|intangibles?|intangibleassets|and)+)?"
                                          r"|depreciationamortizationanddepletion"),
     ("stock_compensation", ALL, r"(?:stock|share|equity)based(?:employee)?compensation(?:expense)?|stockcompensation(?:expense)?"),
     ("operating_cash_flow", ("cash_flow",), rf"{_CASH_FLOW_TOTAL}(?:operatingactivities|operations)"),

@@ -66,7 +66,7 @@ CONCEPT_TERMS: dict[str, str] = {
     "inventory": r"(?:total )?(?:net )?inventor(?:y|ies)",
     "prepaid_other_current": r"prepaid expenses(?: and other current assets)?",
     "current_assets": r"(?:total )?current assets",
-    "ppe_net": r"(?:net )?(?:pp&e|property,? plant,? (?:and|&) equipment|fixed assets)(?:,? net)?",
+    "ppe_net": r"(?:net )?(?:pp&e|ppne|pp&ne|ppe|property,? plant,? (?:and|&) equipment|fixed assets)(?:,? net)?",
     "goodwill": r"goodwill",
     "intangibles": r"(?:net )?intangible assets(?:,? net)?|intangibles",
     "liabilities_and_equity": r"total liabilities and (?:shareholders'?|stockholders'?) equity|total liabilities and equity",
@@ -183,9 +183,16 @@ def _line_kind(concept: str) -> Kind:
     return "per_share" if concept.startswith("eps_") else "shares" if concept.startswith("shares_") else "money"
 
 
+# a line item a filing may not print on its own: a company with no noncontrolling interests prints "Net income" alone,
+# which is then also the figure attributable to its shareholders
+_LINE_FALLBACK = {"net_income_attributable": "net_income_attributable|net_income",
+                  "shareholders_equity": "shareholders_equity|total_equity", "total_equity": "total_equity|shareholders_equity"}
+
+
 def _line_item(concept: str) -> Measure:
     words = concept_words(concept)
-    return Measure(concept, words[:1].upper() + words[1:], CONCEPT_TERMS[concept], concept, _line_kind(concept))
+    return Measure(concept, words[:1].upper() + words[1:], CONCEPT_TERMS[concept], _LINE_FALLBACK.get(concept, concept),
+                   _line_kind(concept))
 
 
 DERIVED: dict[str, Measure] = {m.name: m for m in _DERIVED}

@@ -37,6 +37,7 @@ class Tok(NamedTuple):
 
 def _prepare(text: str) -> list[str]:
     text = text.replace("$", " ")
+    text = re.sub(r"(?:[ \t]?\.){3,}", " ", text)  # dot leaders between a label and its figures
     text = re.sub(r"(?<=[A-Za-z])\((?:[a-z]|\d)\)", " ", text)  # a footnote marker glued to a label: "Revenues(1)"
     text = re.sub(r"\s*([—–−])\s*", r" \1 ", text)
     text = re.sub(r"(?<=\d)\s+\)", ")", text)  # "(4,321 )"
@@ -157,6 +158,8 @@ def parse_statement_page(text: str, statement: Statement, page: int) -> list[Sta
                 if len(head.split()) > KEEP_HEADING_WORDS:
                     raw = rest
         label = clean_label(raw)
+        if not label and section and out and out[-1].section == section:
+            label = f"Total {section[:1].lower()}{section[1:]}"  # a section's total printed without a label
         if not label or (label.endswith(".") and len(label.split()) > 3) or len(label.split()) > 30:
             continue
         out.append(_line(label, section, statement, page, len(out), cells, columns, scale, ncols))

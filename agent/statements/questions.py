@@ -36,6 +36,8 @@ _NEAREST = re.compile(r"\bnearest (tenth|hundredth|thousandth)\b", re.I)
 _PERCENT = re.compile(r"\bin (?:units of )?percent(?:s|age)?\b|\bas an? (?:%|percent(?:age)?\b)|%\s*(?:margin|change|growth)\b|"
                       r"\bin %|\bpercentage\b|\bin percent\b|\bper ?cent\b", re.I)
 
+_SHARE_OF_REVENUE = re.compile(r"\s*(?:\([^)]{0,80}\)\s*)?(?:(?:%|percent(?:age)?)\s+margin\b|(?:as\s+an?\s+)?(?:%|percent(?:age)?)\s+"
+                               r"of\s+(?:total\s+)?(?:net\s+)?(?:revenues?|sales)\b)", re.I)
 _DEFINE = re.compile(r"\bdefine\s+(?:the\s+)?(?P<term>[^.;:]+?)\s+as\s*:?\s*(?P<body>[^;]+?)(?:\.\s|\.$|;|$)", re.I)
 _DEFINED = re.compile(r"(?P<term>[\w'&/ -]+?)\s+(?:is|are)\s+(?:defined|calculated|computed|measured)\s+as\s*:?\s*"
                       r"(?P<body>[^;]+?)(?:\.\s|\.$|;|$)", re.I)
@@ -101,7 +103,8 @@ def _operand(phrase: str, year: int | None) -> str | None:
         word = m.group(1)
         func = "avg" if word in ("average", "mean") else "change" if "in" in word.split() else "prior"
         text = m.group(2)
-    text = re.sub(r"\s*\b(?:between|from)\b.*$", "", text)  # "between FY2016 and FY2017": the function's two years
+    # "between FY2016 and FY2017": the function's two years ("cash from operations" keeps its words)
+    text = re.sub(r"\s*\b(?:between|from)\s+(?:the\s+)?(?:fy\s*'?|fiscal\s+(?:year\s+)?)?'?\d{2,4}\b.*$", "", text)
     years = [int(y) for y in re.findall(r"(?:19|20)\d{2}", text)]
     text = re.sub(r"\b(?:in |for |of |at )?(?:the )?(?:fy\s*'?|fiscal (?:year )?)?(?:19|20)\d{2}(?:'s)?\b", " ", text)
     text = re.sub(r"^'s\b|\byear[- ]end\b", " ", text).strip(" ,'")
@@ -192,6 +195,12 @@ def measure_query(question: str) -> MeasureQuery | None:
         measure, measure_span = _measure(term)
     if measure is None and expression is None:
         return None
+    if expression is None and measure is not None and measure.kind == "money" and measure_span is not None:
+        share = _SHARE_OF_REVENUE.match(outside[measure_span[1]:])
+        if share:  # "operating income % margin", "capex as a % of revenue": the line item over revenue
+            expression = f"({measure.expression}) / revenue"
+            term = f"{measure.label} as % of revenue" if "of" in share.group(0).lower() else f"{measure.label} margin"
+            measure = None
     aggregate = _aggregate(outside, years, measure_span)
     if measure is not None and measure.growth_of and aggregate == "each" and len(years) > 1:
         aggregate = "change"

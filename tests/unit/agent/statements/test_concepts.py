@@ -87,3 +87,9 @@ def test_footnote_markers_leave_the_label():
     assert clean_label("Revenues(1)") == "Revenues"
     assert clean_label("Net sales (a)") == "Net sales"
     assert clean_label("Other expense, net*") == "Other expense, net"
+
+
+def test_depreciation_and_amortization_of_named_assets_is_d_and_a():
+    from agent.statements.concepts import concept_of
+    assert concept_of("Depreciation and amortization of property, equipment and intangibles", "cash_flow") == "depreciation_amortization"
+    assert concept_of("Amortization of acquired content assets", "cash_flow") is None

@@ -96,3 +96,9 @@ def test_phrases_map_to_concepts() -> None:
     assert concept_for("the COGS") == "cost_of_revenue"
     assert concept_for("purchases of property, plant and equipment") == "capex"
     assert concept_for("customer goodwill impairment charge") is None
+
+
+def test_a_line_item_a_filing_may_not_print_falls_back_to_the_one_it_does():
+    from agent.statements.formulas import MEASURES
+    assert MEASURES["net_income_attributable"].expression == "net_income_attributable|net_income"
+    assert MEASURES["revenue"].expression == "revenue"

@@ -220,3 +220,25 @@ def test_one_figure_a_line():
     assert _values(rows["Net sales"]) == [5100, 4800] and _values(rows["Cost of sales"]) == [3000, 2900]
     assert _values(rows["Total operating expenses"]) == [-1250, -1100]
     assert [v.fiscal_year for v in rows["Cost of sales"].values] == [2033, 2032]
+
+
+def test_dot_leaders_are_not_part_of_a_label_and_do_not_make_it_a_sentence():
+    page = ("Widgetco Holdings, Inc.\nConsolidated Balance Sheets\n(In thousands)\nOctober 1,\n2033\nOctober 2,\n2032\n"
+            "Current assets:\nCash and cash equivalents.......................... $ 4,410 $ 3,920\n"
+            "Trade receivables, net of allowances of $55 and $61, respectively........ 2,205 1,980\n"
+            "Total current assets........................... 6,615 5,900\n")
+    lines = parse_statement_page(page, "balance", 4)
+    by = {ln.concept: ln for ln in lines}
+    assert by["cash"].label == "Cash and cash equivalents"
+    assert [v.value for v in by["cash"].values] == [4410, 3920]
+    assert [v.value for v in by["receivables"].values] == [2205, 1980]
+
+
+def test_a_sections_total_printed_without_a_label_is_the_sections_total():
+    page = ("Widgetco Holdings, Inc.\nConsolidated Statements of Operations\n(In thousands)\nYear Ended December 31,\n"
+            "2033 2032 2031\nRevenues\nProducts 700 650 600\nServices 300 250 200\n1,000 900 800\nExpenses\n"
+            "Products 400 380 350\nServices 200 170 150\n600 550 500\nOperating income 400 350 300\n")
+    lines = parse_statement_page(page, "income", 2)
+    total = next(ln for ln in lines if ln.concept == "revenue")
+    assert total.label == "Total revenues" and [v.value for v in total.values] == [1000, 900, 800]
+    assert next(ln for ln in lines if ln.concept == "operating_income").values[0].value == 400
