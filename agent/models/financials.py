@@ -117,6 +117,9 @@ class MeasureQuery(BaseModel):
     scale: float | None = None  # the scale the answer is wanted in (1e6 for "in USD millions")
     decimals: int | None = None  # the rounding asked
     percent: bool | None = None  # the answer wanted as a percentage; None: the measure's own kind decides
+    # a yes/no question about the figure: did it rise ("Has ... increased", "an improving margin"), fall, or is it at
+    # a healthy level ("a healthy liquidity profile based on its quick ratio"); "value" asks the figure alone
+    asks: Literal["value", "rise", "fall", "healthy"] = "value"
 
 
 class Input(BaseModel):
@@ -138,6 +141,7 @@ class Computation(BaseModel):
     fiscal_years: list[int] = Field(default_factory=list)
     inputs: list[Input] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # "inventory FY2020", one per input not found
+    verdict: str = ""  # the answer to a yes/no question about the figure: "Yes: ...", "No: ..."
 
     @property
     def complete(self) -> bool:

@@ -144,11 +144,35 @@ def calculate(query: MeasureQuery, lookup: Lookup) -> Computation | None:
         result = f"{number} percentage points"
         unit = " percentage points"
     last = evaluations[-1]
-    return Working(label=label, formula=last.formula,
+    verdict = _verdict(query, label, value, year_values, result, unit)
+    return Working(verdict=verdict, label=label, formula=last.formula,
                    expression=aggregate_expression if query.aggregate != "each" else last.shown,
                    value=value, result=result, fiscal_years=years, inputs=list(inputs.values()), missing=missing,
                    kind=result_kind, aggregate=query.aggregate, unit=unit, number=number, scale=scale, years=year_values,
                    notes=notes)
+
+
+def _verdict(query: MeasureQuery, label: str, value: float | None, years: list[YearValue], result: str, unit: str) -> str:
+    """The yes/no a question about the figure asks (MeasureQuery.asks), from the computed values; '' when it asks none
+    or they are missing."""
+    from agent.statements.formulas import HEALTHY_AT_LEAST
+
+    if query.asks == "value" or value is None:
+        return ""
+    if query.asks == "healthy":
+        floor = HEALTHY_AT_LEAST.get(query.measure or "")
+        if floor is None:
+            return ""
+        ok = value >= floor
+        return (f"{'Yes' if ok else 'No'}: the {label.lower()} of {years[-1].number}{years[-1].unit} in FY{years[-1].fiscal_year} is "
+                f"{'at or above' if ok else 'below'} {floor:g}, the usual floor for a healthy liquidity profile.")
+    first, last = years[0], years[-1]
+    if value == 0:
+        return f"No: the {label.lower()} was unchanged, {last.number}{last.unit} in FY{first.fiscal_year} and FY{last.fiscal_year}."
+    rose = value > 0
+    yes = rose if query.asks == "rise" else not rose
+    return (f"{'Yes' if yes else 'No'}: the {label.lower()} {'rose' if rose else 'fell'} from {first.number}{first.unit} in "
+            f"FY{first.fiscal_year} to {last.number}{last.unit} in FY{last.fiscal_year} ({result}).")
 
 
 def _year_value(e: Evaluation, kind: Kind, scale: float, query: MeasureQuery) -> YearValue:
@@ -214,7 +238,7 @@ def render(c: Computation, cite: Callable[[Fact], str]) -> list[str]:
     """The answer lines that show the work: the formula line(s), whose last figure (after the last '=') is the
     result, then one line per input with its value, year, printed label, statement, page and citation marker."""
     working = c if isinstance(c, Working) else None
-    lines: list[str] = []
+    lines: list[str] = [c.verdict] if c.verdict else []
     unit = working.unit if working else ""
     aggregate = working.aggregate if working else "each"
     years = working.years if working else []

@@ -174,6 +174,11 @@ _DERIVED = [
 ]
 
 
+# the usual floor of a healthy figure (a liquidity ratio of 1 covers the current liabilities once)
+HEALTHY_AT_LEAST: dict[str, float] = {"current_ratio": 1.0, "quick_ratio": 1.0, "cash_ratio": 1.0,
+                                      "operating_cash_flow_ratio": 1.0}
+
+
 def concept_words(concept: str) -> str:
     """How an answer names a concept: 'capital expenditures', not the description's parenthesis."""
     return WORDS.get(concept) or re.sub(r"\s*\(.*?\)", "", CONCEPTS.get(concept, concept.replace("_", " ")))

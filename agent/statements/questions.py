@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from agent.statements.formulas import MEASURES, Measure, concept_for, find_measures, parse_expression
+from agent.statements.formulas import HEALTHY_AT_LEAST, MEASURES, Measure, concept_for, find_measures, parse_expression
 from agent.statements.models import MeasureQuery
 
 Aggregate = Literal["each", "average", "cagr", "change"]
@@ -38,6 +38,14 @@ _PERCENT = re.compile(r"\bin (?:units of )?percent(?:s|age)?\b|\bas an? (?:%|per
 
 _SHARE_OF_REVENUE = re.compile(r"\s*(?:\([^)]{0,80}\)\s*)?(?:(?:%|percent(?:age)?)\s+margin\b|(?:as\s+an?\s+)?(?:%|percent(?:age)?)\s+"
                                r"of\s+(?:total\s+)?(?:net\s+)?(?:revenues?|sales)\b)", re.I)
+_YES_NO = re.compile(r"^\s*(?:is|are|was|were|has|have|had|does|do|did)\b", re.I)
+_RISE = re.compile(r"\b(?:improv\w*|increas\w*|gr[eo]w\w*|rais\w*|expand\w*|higher)\b", re.I)
+_FALL = re.compile(r"\b(?:declin\w*|decreas\w*|drop\w*|fall|fell|lower|reduc\w*|shrink\w*|shrank|worsen\w*|deteriorat\w*)\b", re.I)
+_HEALTHY = re.compile(r"\b(?:healthy|strong|adequate|sound|comfortable)\b[^.?]{0,40}\bliquidity\b|"
+                      r"\bliquidity\b[^.?]{0,40}\b(?:healthy|strong|adequate|sound)\b", re.I)
+# measures where a lower figure is the better one: "improving" asks whether they fell
+LOWER_IS_BETTER = frozenset({"dso", "dio", "cash_conversion_cycle", "debt_to_equity", "debt_to_assets", "total_debt",
+                             "net_debt", "long_term_debt", "short_term_debt", "cost_of_revenue", "sga", "operating_expenses"})
 _DEFINE = re.compile(r"\bdefine\s+(?:the\s+)?(?P<term>[^.;:]+?)\s+as\s*:?\s*(?P<body>[^;]+?)(?:\.\s|\.$|;|$)", re.I)
 _DEFINED = re.compile(r"(?P<term>[\w'&/ -]+?)\s+(?:is|are)\s+(?:defined|calculated|computed|measured)\s+as\s*:?\s*"
                       r"(?P<body>[^;]+?)(?:\.\s|\.$|;|$)", re.I)
@@ -208,5 +216,25 @@ def measure_query(question: str) -> MeasureQuery | None:
         measure = MEASURES[measure.growth_of]
     label = term[:1].upper() + term[1:] if term and expression else measure.label if measure else ""
     percent = True if _PERCENT.search(outside) else None
+    asks = _asks(outside, measure)
+    if asks in ("rise", "fall"):
+        aggregate = "change"
+    elif asks == "healthy":
+        aggregate = "each"
     return MeasureQuery(measure=measure.name if measure else None, expression=expression, label=label, fiscal_years=years,
-                        aggregate=aggregate, scale=_scale(outside), decimals=_decimals(outside), percent=percent)
+                        aggregate=aggregate, scale=_scale(outside), decimals=_decimals(outside), percent=percent, asks=asks)
+
+
+def _asks(question: str, measure: Measure | None) -> str:
+    """Whether a yes/no question asks if the figure rose, fell or is healthy (see MeasureQuery.asks)."""
+    if not _YES_NO.search(question):
+        return "value"
+    if measure is not None and measure.name in HEALTHY_AT_LEAST and _HEALTHY.search(question):
+        return "healthy"
+    rise, fall = _RISE.search(question), _FALL.search(question)
+    if rise and not fall:
+        improving = rise.group(0).lower().startswith("improv")
+        return "fall" if improving and measure is not None and measure.name in LOWER_IS_BETTER else "rise"
+    if fall and not rise:
+        return "fall"
+    return "value"

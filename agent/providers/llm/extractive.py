@@ -44,6 +44,7 @@ from agent.settings import AnswerMode
 from agent.text import content_words, normalise_number, numbers, sentences, stem
 
 _MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
+_VERDICT = re.compile(r"^(?:Yes|No): ")
 _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|operator instructions|please go ahead|next question", re.I)
 
 
@@ -196,7 +197,10 @@ class ExtractiveProvider(ExtractiveTenKRoles):
             lines += [f"- {_clean(f.text)} {_marks(f, req.markers)}" for f in scope.findings if f.citation_key in req.markers]
         if not lines:
             return Answer(text="I could not find evidence in the ingested sources that answers this question."), Usage()
-        text = "\n".join(lines)
+        # a yes/no the 10-K agent computed from the statements answers the question: it opens the answer
+        verdicts = [f"{_clean(f.text)} {_marks(f, req.markers)}" for s in req.findings if s.scope.endswith(":10k")
+                    for f in s.findings if _VERDICT.match(f.text) and f.citation_key in req.markers]
+        text = "\n".join(verdicts[:1] + lines)
         if len(text) > budget_chars:
             text = text[:budget_chars].rsplit("\n", 1)[0]
         return Answer(text=text), Usage()

@@ -123,3 +123,16 @@ def test_render_reads_a_plain_computation() -> None:
     lines = render(plain, cite)
     assert last_figure(lines[0]) == "1.50"
     assert len(lines) == 3
+
+
+def test_a_yes_no_question_about_the_figure_gets_its_verdict_first() -> None:
+    rising = compute(measure="operating_margin", fiscal_years=[2022], aggregate="change", asks="rise")
+    assert rising.verdict.startswith("Yes: the operating margin rose from 11.0% in FY2021 to 11.3% in FY2022")
+    assert render(rising, cite)[0] == rising.verdict
+    falling = compute(measure="operating_margin", fiscal_years=[2022], aggregate="change", asks="fall")
+    assert falling.verdict.startswith("No: ")
+    healthy = compute(measure="current_ratio", fiscal_years=[2022], asks="healthy")
+    assert healthy.verdict.startswith("Yes: the current ratio of 1.50 in FY2022 is at or above 1")
+    assert compute(measure="current_ratio", fiscal_years=[2022]).verdict == ""
+    # an input missing: no verdict, the missing input is named instead
+    assert compute(measure="inventory_turnover", fiscal_years=[2021], asks="rise", aggregate="change").verdict == ""

@@ -95,3 +95,15 @@ def test_no_figure_asked(question: str) -> None:
 def test_year_forms() -> None:
     assert fiscal_years("from FY2016 to FY2017") == [2016, 2017]
     assert fiscal_years("FY2018-FY2020 and fiscal year 2023, FY'15") == [2015, 2018, 2019, 2020, 2023]
+
+
+@pytest.mark.parametrize("question, asks, aggregate", [
+    ("Does Tallowmere have an improving operating margin profile as of FY2031?", "rise", "change"),
+    ("Has Tallowmere's days sales outstanding improved in FY2031?", "fall", "change"),  # lower is better
+    ("Did Tallowmere's gross margin decline between FY2030 and FY2031?", "fall", "change"),
+    ("Is Tallowmere's liquidity healthy based on its current ratio for FY2031?", "healthy", "each"),
+    ("What is Tallowmere's FY2031 current ratio?", "value", "each"),
+])
+def test_yes_no_questions_about_a_figure(question, asks, aggregate):
+    q = measure_query(question)
+    assert q is not None and (q.asks, q.aggregate) == (asks, aggregate)
