@@ -20,6 +20,7 @@ from agent.models.corpus import Period
 from agent.retrieval.availability import FILING_KINDS
 from agent.retrieval.hybrid import KeywordCandidates, Mode
 from agent.retrieval.page_search import PageKey, search_pages
+from agent.statements.fact_needs import fact_needs
 from agent.tenk.rules import build_plan
 from agent.tenk.statements import question_statements
 from ops.eval.financebench_filters import PlannerFilter, planner_filter
@@ -193,12 +194,13 @@ def _evaluate_one(ctx: Context, q: FinanceBenchQuestion, filings: dict[int, Stor
     s = ctx.settings
     phrases = search_phrases(q.question) if expand else [q.question]
     needed = question_statements(q.question) if statements else []
+    facts = fact_needs(q.question) if statements else []
     for name in names:
         mode, filtered = CONDITIONS[name]
         # a question the planner gave no filter searches the whole store in the filtered conditions too
         scopes = [scope.filters for scope in flt.scopes] if filtered and flt.scopes else None
         found = search_pages(ctx.pool, ctx.embed_query, phrases, scopes, mode, s.semantic_weight, s.keyword_weight,
-                             keyword_candidates, list(needed))
+                             keyword_candidates, list(needed), facts)
         pages = page_refs(found, filings)
         first = next((i + 1 for i, p in enumerate(pages) if p in set(evidence)), None)
         result.conditions[name] = ConditionResult(pages=pages, first_evidence_rank=first)
