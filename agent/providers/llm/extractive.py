@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
-from agent.providers.llm.extractive_figures import grade_figure
+from agent.providers.llm.extractive_figures import grade_figure, grade_yes_no
 from agent.providers.llm.extractive_judge import (
     addresses,
     asks_change,
@@ -211,7 +211,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         whole shows (`_judge_whole`)."""
         ev = self._judge(req)
         ev = self._judge_whole(req, ev) if req.whole else ev
-        return grade_figure(req, ev), Usage()
+        return grade_yes_no(req, grade_figure(req, ev)), Usage()
 
     @staticmethod
     def _judge_whole(req: EvaluateRequest, ev: Evaluation) -> Evaluation:

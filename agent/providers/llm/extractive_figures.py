@@ -1,4 +1,4 @@
-"""The offline judge's grade of an answer to a question that asks for a figure from the annual statements.
+"""The offline judge's grade of an answer by what the question asks: a figure from the annual statements, or a yes/no.
 
 A figure the code computed from the statements, with every input found on its statement page and cited, is strong
 evidence. A figure lifted from a sentence is not: the sentence may be about another line item, segment or year, and
@@ -6,6 +6,8 @@ checking that the figure is printed in its cited passage cannot tell. So when th
 asks for a measure, the grade follows what the calculator could do: all inputs found, some missing, or nothing
 computed, whatever the other rules made of the answer's sentences."""
 from __future__ import annotations
+
+import re
 
 from agent.models.financials import Computation
 from agent.models.research import Evaluation
@@ -52,4 +54,21 @@ def grade_figure(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
         "accuracy_score": min(ev.accuracy_score, acc_cap),
         "missing_info": (missing + ev.missing_info)[:8],
         "is_sufficient": sufficient,
+    })
+
+
+_YES_NO_QUESTION = re.compile(r"^\W*(?:is|are|was|were|has|have|had|does|do|did|will|would|can|could|should)\b", re.I)
+_ANSWERS_YES_NO = re.compile(r"^\W*(?:\*\*)?\s*(?:yes|no)\b|^\W*-?\s*(?:[\w\s-]*:\s*)?(?:yes|no)[:,.]", re.I | re.M)
+UNANSWERED_YES_NO = (20, 50)  # completeness and specificity caps
+
+
+def grade_yes_no(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
+    """A question that asks yes or no, answered with neither: whatever its sentences hold, it has not answered."""
+    if not _YES_NO_QUESTION.search(req.question) or _ANSWERS_YES_NO.search(req.answer.text):
+        return ev
+    return ev.model_copy(update={
+        "completeness_score": min(ev.completeness_score, UNANSWERED_YES_NO[0]),
+        "specificity_score": min(ev.specificity_score, UNANSWERED_YES_NO[1]),
+        "missing_info": (["the question asks yes or no; the answer says neither"] + ev.missing_info)[:8],
+        "is_sufficient": False,
     })

@@ -49,3 +49,14 @@ def test_other_questions_keep_their_grade():
     assert grade_figure(_req("What are QFI's main risks?", []), _ev()) == _ev()
     # a question answered from the calls alone is not graded by the statements
     assert grade_figure(_req("What is QFI's FY2023 operating margin?", [], sources=("earnings_transcripts",)), _ev()) == _ev()
+
+
+def test_a_yes_no_question_answered_with_neither_is_not_complete():
+    from agent.providers.llm.extractive_figures import UNANSWERED_YES_NO, grade_yes_no
+
+    req = _req("Is QFI a capital-intensive business?", [])
+    ev = grade_yes_no(req, _ev())
+    assert ev.completeness_score == UNANSWERED_YES_NO[0] and not ev.is_sufficient
+    answered = req.model_copy(update={"answer": Answer(text="No: the capex ratio fell [10K1]\n- more [10K1]")})
+    assert grade_yes_no(answered, _ev()) == _ev()
+    assert grade_yes_no(_req("What is QFI's revenue?", []), _ev()) == _ev()  # not a yes/no question
