@@ -74,7 +74,7 @@ def run_extract(llm: LLMProvider, state: JobState, scope: str, evidence: list[Ev
 
 
 def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings], evidence: list[Evidence],
-                markers: dict[str, str], budget_note: str) -> tuple[Answer, Usage]:
+                markers: dict[str, str], budget_note: str, computations: list[Computation] | None = None) -> tuple[Answer, Usage]:
     assert state.plan is not None and state.limits is not None
     cited_keys = {f.citation_key for s in findings for f in s.findings}
     cited = [ev for ev in evidence if ev.citation_key in cited_keys]
@@ -84,7 +84,23 @@ def run_compose(llm: LLMProvider, state: JobState, findings: list[ScopeFindings]
         news_summary=state.news_summary,
         budget_note=budget_note,
     ))
-    return attach_citations(answer, evidence, markers), usage
+    return attach_citations(with_working(answer, computations or [], markers), evidence, markers), usage
+
+
+def with_working(answer: Answer, computations: list[Computation], markers: dict[str, str]) -> Answer:
+    """The answer with every figure the 10-K agent computed shown with its working: a composer that restated a
+    result without its formula and inputs (or left it out) gets them appended, cited."""
+    from agent.work.computing import answer_lines
+
+    shown = []
+    for c in computations:
+        lines = answer_lines(c, markers)
+        head = _MARKER.sub("", lines[0]).removeprefix("- ").strip() if lines else ""
+        if head and head not in answer.text:
+            shown += lines
+    if not shown:
+        return answer
+    return answer.model_copy(update={"text": f"{answer.text.rstrip()}\n\nComputed from the statements:\n" + "\n".join(shown)})
 
 
 def _feedback(state: JobState) -> str | None:

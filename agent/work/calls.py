@@ -213,7 +213,8 @@ def do_compose(ctx: Context, job_id: str, iteration: int, call: ComposeCall) -> 
     state = state.model_copy(update={"working_memory": working_memory(extracted)})
     key = call.output_key(iteration)
     with record_call(ctx.pool, job_id, str(key), "llm.compose", {"scopes": len(findings), "provider": ctx.llm.name}) as rec:
-        answer, usage = run_compose(ctx.llm, state, findings, evidence, assign_markers(evidence), budget_note(state))
+        computed = [c for cs in latest_computations(ctx.pool, job_id).values() for c in cs]
+        answer, usage = run_compose(ctx.llm, state, findings, evidence, assign_markers(evidence), budget_note(state), computed)
         rec.result_size = len(answer.text)
         rec.use(usage, ctx.settings)
         rec.store_with(jobstore.output_writer(job_id, key, ComposeOutput(answer=answer, usage=usage, finished_at=time.time())))

@@ -20,3 +20,20 @@ def test_the_plans_measure_wins_and_the_rules_stand_in_for_none():
     empty = MeasureQuery()
     query, by = measure_for("What are the company's main risks?", empty)
     assert (query, by) == (None, "none")
+
+
+def test_a_composer_that_dropped_the_working_gets_it_appended_cited():
+    from agent.models.research import Answer
+    from agent.statements.models import Computation, Fact, Input
+    from agent.work.answering import with_working
+
+    fact = Fact(concept="revenue", label="Net sales", statement="income", fiscal_year=2023, value=5e9, scale=1e6, page=4,
+                citation_key="10k:7")
+    c = Computation(label="Revenue", formula="revenue", expression="5,000", value=5e9, result="$5,000 million",
+                    fiscal_years=[2023], inputs=[Input(name="revenue", fiscal_year=2023, fact=fact)])
+    markers = {"10k:7": "[10K2]"}
+    bare = with_working(Answer(text="Revenue grew strongly."), [c], markers)
+    assert "Computed from the statements:" in bare.text and "[10K2]" in bare.text and "page 5" in bare.text
+    shown = with_working(bare, [c], markers)
+    assert shown.text == bare.text  # already shown: nothing appended twice
+    assert with_working(Answer(text="x"), [], markers).text == "x"
