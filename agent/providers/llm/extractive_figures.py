@@ -17,6 +17,11 @@ from agent.providers.llm.roles import EvaluateRequest
 COMPUTED = (90, 100, 100)
 PARTLY = (40, 50, 50)  # completeness scales with the share of inputs found
 NOT_COMPUTED = (10, 40, 30)
+# An answer read from sentences (a call's remarks, a filing's prose): the rules check that each figure is printed in
+# its cited passage and that the sentence names the metric and the period, but not that it means what the question
+# means (a segment's figure, an adjusted one, another basis). So it is never graded as certain: completeness and
+# accuracy are capped below a computed figure's.
+FROM_PROSE = (90, 80)  # completeness and accuracy caps
 
 
 def asks_for_figure(req: EvaluateRequest) -> bool:
@@ -30,9 +35,11 @@ def asks_for_figure(req: EvaluateRequest) -> bool:
 
 
 def grade_figure(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
-    """`ev` with the figure's grade, when the question asks for one; otherwise `ev` unchanged."""
+    """`ev` with the figure's grade when the question asks for one from the statements; otherwise the grade of an
+    answer read from sentences (FROM_PROSE)."""
     if not asks_for_figure(req):
-        return ev
+        return ev.model_copy(update={"completeness_score": min(ev.completeness_score, FROM_PROSE[0]),
+                                     "accuracy_score": min(ev.accuracy_score, FROM_PROSE[1])})
     done: list[Computation] = [c for c in req.computations if c.complete]
     if req.computations and len(done) == len(req.computations):
         completeness, spec_cap, acc_cap = COMPUTED
@@ -59,7 +66,7 @@ def grade_figure(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
 
 _YES_NO_QUESTION = re.compile(r"^\W*(?:is|are|was|were|has|have|had|does|do|did|will|would|can|could|should)\b", re.I)
 _ANSWERS_YES_NO = re.compile(r"^\W*(?:\*\*)?\s*(?:yes|no)\b|^\W*-?\s*(?:[\w\s-]*:\s*)?(?:yes|no)[:,.]", re.I | re.M)
-UNANSWERED_YES_NO = (20, 50)  # completeness and specificity caps
+UNANSWERED_YES_NO = (20, 40, 40)  # completeness, specificity and accuracy caps
 
 
 def grade_yes_no(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
@@ -69,6 +76,7 @@ def grade_yes_no(req: EvaluateRequest, ev: Evaluation) -> Evaluation:
     return ev.model_copy(update={
         "completeness_score": min(ev.completeness_score, UNANSWERED_YES_NO[0]),
         "specificity_score": min(ev.specificity_score, UNANSWERED_YES_NO[1]),
+        "accuracy_score": min(ev.accuracy_score, UNANSWERED_YES_NO[2]),
         "missing_info": (["the question asks yes or no; the answer says neither"] + ev.missing_info)[:8],
         "is_sufficient": False,
     })

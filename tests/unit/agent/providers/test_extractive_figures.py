@@ -45,10 +45,16 @@ def test_a_figure_question_answered_without_a_computation_is_weak():
     assert ev.overall_confidence < 0.5
 
 
-def test_other_questions_keep_their_grade():
-    assert grade_figure(_req("What are QFI's main risks?", []), _ev()) == _ev()
-    # a question answered from the calls alone is not graded by the statements
-    assert grade_figure(_req("What is QFI's FY2023 operating margin?", [], sources=("earnings_transcripts",)), _ev()) == _ev()
+def test_an_answer_read_from_sentences_is_never_graded_as_certain():
+    from agent.providers.llm.extractive_figures import FROM_PROSE
+
+    for req in (_req("What are QFI's main risks?", []),
+                # a question answered from the calls alone is not graded by the statements
+                _req("What is QFI's FY2023 operating margin?", [], sources=("earnings_transcripts",))):
+        ev = grade_figure(req, _ev())
+        assert (ev.completeness_score, ev.accuracy_score) == FROM_PROSE and ev.specificity_score == 100
+        assert ev.overall_confidence < grade_figure(_req("What is QFI's FY2023 operating margin?", [_computation(True)]),
+                                                    _ev()).overall_confidence
 
 
 def test_a_yes_no_question_answered_with_neither_is_not_complete():
@@ -60,3 +66,4 @@ def test_a_yes_no_question_answered_with_neither_is_not_complete():
     answered = req.model_copy(update={"answer": Answer(text="No: the capex ratio fell [10K1]\n- more [10K1]")})
     assert grade_yes_no(answered, _ev()) == _ev()
     assert grade_yes_no(_req("What is QFI's revenue?", []), _ev()) == _ev()  # not a yes/no question
+    assert ev.overall_confidence < 0.5

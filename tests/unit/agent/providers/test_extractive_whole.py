@@ -7,6 +7,7 @@ from agent.models.corpus import Company
 from agent.models.research import Answer, Evidence
 from agent.providers.llm.cache import CachedProvider
 from agent.providers.llm.extractive import ExtractiveProvider
+from agent.providers.llm.extractive_figures import FROM_PROSE
 from agent.providers.llm.extractive_judge import answer_sides, asks_comparison
 from agent.providers.llm.prompts import evaluate_messages
 from agent.providers.llm.roles import EvaluateRequest, PlanRequest, revises_answers
@@ -47,7 +48,7 @@ CHANGE = "How did ACME's revenue change from Q1 2023 to Q2 2023?"
 
 def test_a_comparison_that_states_both_sides_is_whole():
     both = judge(COMPARE, {"ACME": {"Q2 2023": (2, ACME_Q2)}, "BRCH": {"Q2 2023": (2, BRCH_Q2)}})
-    assert both.is_sufficient and both.missing_info == [] and both.completeness_score == 100
+    assert both.is_sufficient and both.missing_info == [] and both.completeness_score == FROM_PROSE[0]
 
 
 def test_a_comparison_missing_a_side_is_half_answered_though_its_one_side_is_right():
@@ -57,12 +58,12 @@ def test_a_comparison_missing_a_side_is_half_answered_though_its_one_side_is_rig
     assert whole.missing_info[0] == "the comparison lacks BRCH: nothing on 'revenue'"
     assert "revenue results" in whole.followup_keywords
     part = judge(COMPARE, one_side, scope="ACME:2023_q2", targets={"ACME": ["Q2 2023"]})  # right on its own
-    assert part.completeness_score == 100 and whole.overall_confidence < part.overall_confidence
+    assert part.completeness_score == FROM_PROSE[0] and whole.overall_confidence < part.overall_confidence
 
 
 def test_a_change_across_periods_is_read_from_both_ends_like_against_like():
     levels = judge(CHANGE, {"ACME": {"Q1 2023": (1, ACME_Q1), "Q2 2023": (2, ACME_Q2)}})
-    assert levels.is_sufficient and levels.completeness_score == 100  # two levels: the change can be read off
+    assert levels.is_sufficient and levels.completeness_score == FROM_PROSE[0]  # two levels: the change can be read off
     # each quarter on its own is asked for the change, which no one quarter states
     per_period = judge(CHANGE, {"ACME": {"Q1 2023": (1, ACME_Q1), "Q2 2023": (2, ACME_Q2)}}, scope="all")
     assert per_period.completeness_score < 100 and levels.overall_confidence > per_period.overall_confidence
