@@ -202,8 +202,12 @@ def markdown(summary: AnswersSummary, provider: str, command: str, skipped: int)
         "goes to the judge, or stays unscored.", "",
         _md_table(_rows([o]), HEADER), "", "By question type:", "", _md_table(_rows(summary.by_question_type), HEADER), "",
         "By reasoning type:", "", _md_table(_rows(summary.by_reasoning), HEADER), "",
-        "By half (a fixed split by a hash of the question id, the same as the retrieval eval's; the scoring rules were "
-        "written from made-up examples, not from either half):", "", _md_table(_rows(summary.by_half), HEADER), "",
+        "By half (a fixed split by a hash of the question id, the same as the retrieval eval's). The scoring rules were "
+        "written from made-up examples, not from either half. The statement reader and the question reader "
+        "(`agent/statements`) are general vocabulary tested on invented statements, but their fixes came from reading "
+        "the calculator's misses on half a, and two from half b's (a D&A line naming its assets; net income where no "
+        "attributable line is printed): half b is the nearer figure, the graders' held-out questions the honest one.",
+        "", _md_table(_rows(summary.by_half), HEADER), "",
         "Decided by: " + ", ".join(f"{k} {v}" for k, v in summary.by_method.items()) + _agreement(summary),
         "", f"![FinanceBench answers]({PLOT_NAME})", "", "Reference points (not measured here):", "",
         _md_table([(name, _pct(value)) for name, value in summary.reference], ("system", "correct")),
