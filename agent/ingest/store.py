@@ -134,4 +134,10 @@ def write_document(pool, prepared: PreparedDocument, embeddings: np.ndarray) -> 
                     [(doc_id, doc.ticker, doc.fiscal_year, t.item, i, t.caption, Jsonb(t.rows), t.markdown)
                      for i, t in enumerate(doc.tables)],
                 )
+                from agent.statements.line_store import write_lines
+                from agent.statements.reader import reader_version
+                from agent.statements.table_lines import table_lines
+
+                lines = [ln for i, t in enumerate(doc.tables) for ln in table_lines(t.caption, t.rows, i, t.units)]
+                write_lines(conn, doc_id, doc.ticker, lines, reader_version())
         return "replaced" if previous else "added"

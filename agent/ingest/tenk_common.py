@@ -248,12 +248,20 @@ def to_markdown(rows: list[list[str]]) -> str:
     return "\n".join([line(rows[0]), "| " + " | ".join(["---"] * width) + " |", *map(line, rows[1:])])
 
 
-def make_table(item: str, caption: str, rows: list[list[str]]) -> TenKTable | None:
+def make_table(item: str, caption: str, rows: list[list[str]], units: str = "") -> TenKTable | None:
     rows = compact_rows(rows)
     if not rows or is_layout_table(rows):
         return None
     caption = caption or " ".join(c for c in rows[0] if c)
-    return TenKTable(item=item, caption=caption[:200], rows=rows, markdown=to_markdown(rows))
+    return TenKTable(item=item, caption=caption[:200], rows=rows, markdown=to_markdown(rows), units=units[:200])
+
+
+_UNITS = re.compile(r"^\(?\s*(?:in|dollars in|amounts in|\$ in)\s+(?:thousands|millions|billions)\b", re.I)
+
+
+def pick_units(previous: list[str]) -> str:
+    """The units line just before a table ("(In millions, except per-share amounts)"), nearest last; '' if none."""
+    return next((ln.strip() for ln in reversed(previous[-6:]) if _UNITS.match(ln.strip())), "")
 
 
 _NOISE_LINE = re.compile(

@@ -33,6 +33,7 @@ from agent.ingest.tenk_common import (
     normalize_item,
     parse_date,
     pick_caption,
+    pick_units,
     select_chain,
     split_by_headings,
 )
@@ -295,7 +296,7 @@ def _assign_tables(raw_tables: list[_RawTable], chain: list[Heading]) -> list[Te
     out = []
     for t in raw_tables:
         item = _item_at(t.pos, chain) or (None if chain else _financial_fallback(t.rows))
-        table = make_table(item, pick_caption(t.before), t.rows) if item else None
+        table = make_table(item, pick_caption(t.before), t.rows, pick_units(t.before)) if item else None
         if table:
             out.append(table)
     return out

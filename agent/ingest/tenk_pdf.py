@@ -14,6 +14,7 @@ from agent.ingest.tenk_common import (
     fiscal_year_end_from_text,
     make_table,
     pick_caption,
+    pick_units,
     select_chain,
     split_by_headings,
 )
@@ -212,7 +213,7 @@ def _flush(item: str, block: list, caption_lines: list[str], out: list[TenKTable
         block = _fold_footnotes(block)
         width = max(len(r[1]) for r in block if not isinstance(r, str))
         rows = [[r] if isinstance(r, str) else [r[0], *[""] * (width - len(r[1])), *r[1]] for r in block]
-        table = make_table(item, pick_caption(caption_lines), rows)
+        table = make_table(item, pick_caption(caption_lines), rows, pick_units(caption_lines))
         if table:
             out.append(table)
     elif block:

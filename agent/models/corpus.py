@@ -75,6 +75,7 @@ class TenKTable(BaseModel):
     caption: str = ""
     rows: list[list[str]]
     markdown: str
+    units: str = ""  # the units line printed above it ("(In millions, except per-share amounts)"), if any
 
 
 class TenKDoc(BaseModel):

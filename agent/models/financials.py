@@ -77,13 +77,14 @@ class StatementLine(BaseModel):
     """One line item of a primary statement page as printed, with its figures per column."""
 
     statement: Statement
-    page: int  # 0-based page of the document
-    row: int  # order on the page, from 0
+    page: int | None = None  # 0-based page of the document; None for a line read from a table
+    row: int  # order on the page (or table), from 0
     label: str  # as printed, a label wrapped onto several lines joined with one space
     section: str = ""  # the heading above it ("Current assets", "Cash flows from investing activities")
     concept: str | None = None  # a key of CONCEPTS, or None
     is_total: bool = False  # a subtotal or total ("Total current assets", "Gross profit")
     values: list[ColumnValue] = Field(default_factory=list)
+    table_index: int | None = None  # a line read from a filing's table: the table's index in the document
 
 
 class Fact(BaseModel):
@@ -99,6 +100,7 @@ class Fact(BaseModel):
     document_id: int | None = None
     document: str = ""  # the document's name, for a reader ("ACME_2022_10K")
     page: int | None = None
+    table_id: int | None = None  # a line read from a filing's table (tenk_tables): the table it is cited from
     doc_year: int | None = None  # the fiscal year of the report it was printed in (a comparative is an earlier year)
     is_total: bool = False
     row: int | None = None  # its order on the page

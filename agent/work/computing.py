@@ -6,6 +6,7 @@ from agent.db import reading
 from agent.models.research import Evidence
 from agent.statements.line_store import annual_facts, pick
 from agent.statements.models import CONCEPTS, Computation, Fact, MeasureQuery
+from agent.tenk.retrieval import load_tables
 
 _PAGE_CHUNK_SQL = """
 SELECT c.id, c.ticker, c.fiscal_year, c.fiscal_quarter, c.document_id, c.chunk_index, c.page, c.text
@@ -59,6 +60,12 @@ def input_evidence(pool, computation: Computation, iteration: int) -> tuple[Comp
     with reading(pool) as conn:
         for inp in computation.inputs:
             fact = inp.fact
+            if fact is not None and fact.table_id is not None:  # read from a table: the table is the citation
+                tables = load_tables(pool, [fact.table_id], iteration, query=f"statement line: {fact.label}")
+                if tables:
+                    evidence.setdefault(tables[0].citation_key, tables[0])
+                    inputs.append(inp.model_copy(update={"fact": fact.model_copy(update={"citation_key": tables[0].citation_key})}))
+                    continue
             if fact is None or fact.document_id is None or fact.page is None:
                 inputs.append(inp)
                 continue

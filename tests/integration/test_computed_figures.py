@@ -62,3 +62,39 @@ def test_an_input_not_in_the_statements_is_named_and_confidence_drops(ctx, inven
     assert "2.42" in complete.result.answer  # 5,410 / 2,240
     assert re.search(r"not computed; missing [^\n]*inventory FY2021", partial.result.answer), partial.result.answer
     assert partial.result.confidence < complete.result.confidence
+
+
+HTML_TICKER, HTML_NAME = "VRLX", "Veralux Optics Inc."
+
+
+def html_filing() -> str:
+    """An invented 10-K in HTML: its statements are tables, read into line items the same way as pages."""
+    return f"""<!DOCTYPE html><html><head><meta name="ticker" content="{HTML_TICKER}"><meta name="fiscal_year" content="2032">
+<meta name="company" content="{HTML_NAME}"><title>{HTML_NAME} Form 10-K for fiscal year 2032</title></head><body>
+<h2>Item 7. Management's Discussion and Analysis of Financial Condition and Results of Operations</h2>
+<p>Net sales rose on demand for coated lenses; gross margin improved with a better mix.</p>
+<h2>Item 8. Financial Statements and Supplementary Data</h2>
+<p><b>CONSOLIDATED STATEMENTS OF OPERATIONS</b></p><p>(In millions)</p>
+<table><tr><th></th><th>Fiscal 2032</th><th>Fiscal 2031</th></tr>
+<tr><td>Net sales</td><td>2,480</td><td>2,210</td></tr><tr><td>Cost of sales</td><td>1,364</td><td>1,259</td></tr>
+<tr><td>Gross margin</td><td>1,116</td><td>951</td></tr><tr><td>Operating income</td><td>434</td><td>352</td></tr></table>
+</body></html>"""
+
+
+@pytest.fixture(scope="module")
+def html_10k(ctx, tmp_path_factory):
+    from agent.ingest.runner import ingest
+
+    root = tmp_path_factory.mktemp("html_10k")
+    (root / f"{HTML_TICKER}_2032_10K.html").write_text(html_filing())
+    report = ingest(ctx, "10k", [root], fanout=None, quiet=True)
+    assert not report.errors
+    return HTML_TICKER
+
+
+def test_a_filing_parsed_from_html_computes_from_its_statement_tables_and_cites_the_table(ctx, html_10k, worker):
+    job, _ = run_job(ctx, question=f"What was {HTML_NAME}'s gross margin in FY2032?")
+    result = job.result
+    assert result.status == "completed", result
+    assert "45.0%" in result.answer  # (2,480 - 1,364) / 2,480
+    assert any(c.source_type == "10k_table" and c.marker in result.answer for c in result.citations)
