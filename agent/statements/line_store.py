@@ -47,14 +47,16 @@ _FACTS_SQL = """
 SELECT l.concept, l.label, l.statement, l.period_year, l.value, l.scale, l.unit, l.page, l.table_id, l.document_id, l.is_total,
        l.row_index, d.fiscal_year AS doc_year, coalesce(d.source_path, '') AS source_path
 FROM statement_lines l JOIN documents d ON d.id = l.document_id
-WHERE l.ticker = %(ticker)s AND l.concept = ANY(%(concepts)s) AND l.period_year = ANY(%(years)s)
+WHERE l.ticker = %(ticker)s AND l.concept = ANY(%(concepts)s)
+  AND (%(years)s::int[] IS NULL OR l.period_year = ANY(%(years)s::int[]))
   AND d.fiscal_quarter = 0 AND (l.months IS NULL OR l.months = 12)
+ORDER BY l.concept, l.period_year, d.fiscal_year DESC, l.document_id, l.page, l.row_index
 """
 
 
-def annual_facts(pool, ticker: str, concepts: list[str], years: list[int]) -> list[Fact]:
-    """Every annual figure of the company for these concepts and years, from its annual reports (a quarter's columns
-    are left out: a balance at a quarter's end is not the fiscal year's)."""
+def annual_facts(pool, ticker: str, concepts: list[str], years: list[int] | None) -> list[Fact]:
+    """Every annual figure of the company for these concepts and years (None: every year), from its annual reports
+    (a quarter's columns are left out: a balance at a quarter's end is not the fiscal year's)."""
     with reading(pool) as conn:
         rows = conn.execute(_FACTS_SQL, {"ticker": ticker.upper(), "concepts": concepts, "years": years}).fetchall()
     out = []

@@ -98,3 +98,21 @@ def test_a_filing_parsed_from_html_computes_from_its_statement_tables_and_cites_
     assert result.status == "completed", result
     assert "45.0%" in result.answer  # (2,480 - 1,364) / 2,480
     assert any(c.source_type == "10k_table" and c.marker in result.answer for c in result.citations)
+
+
+def test_the_statements_command_shows_the_stored_lines_and_computes_with_the_working(ctx, invented_filing, tmp_path):
+    import json
+
+    from tests.integration.test_services_cli import finagent
+
+    shown = finagent(ctx, "statements", "show", invented_filing, "--concept", "inventory", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    rows = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert {(r["fiscal_year"], r["value"], r["page"]) for r in rows} == {(2023, 2.21e9, 3), (2022, 2.09e9, 3)}
+    computed = finagent(ctx, "statements", "compute", invented_filing, "FY2023 current ratio", cwd=tmp_path)
+    assert computed.returncode == 0, computed.stderr
+    assert "5,410 / 2,240 = 2.42" in computed.stdout and "page 4" in computed.stdout
+    missing = finagent(ctx, "statements", "compute", invented_filing, "FY2022 inventory turnover", cwd=tmp_path)
+    assert missing.returncode == 1 and "missing" in missing.stdout and "inventory FY2021" in missing.stdout
+    unknown = finagent(ctx, "statements", "show", "NOSUCHCO", cwd=tmp_path)
+    assert unknown.returncode == 2 and "not a company finagent knows" in unknown.stderr
