@@ -3,14 +3,17 @@
 A weak or local model can read passages that state the figure asked for and return no findings, or write an answer
 that cites none of its markers. Either leaves the job with nothing it can stand behind. In those two cases only, the
 offline extractive provider (verbatim, cited sentences from the same evidence) answers the call instead, and a
-warning says so; the model's usage is kept, since the call was made.
+warning says so; the model's usage is kept, since the call was made. A 10-K plan the model cannot write in its schema
+(even after the repair request) is the rules' plan instead, so the filing is still read and its figures computed.
 """
 from __future__ import annotations
 
 import logging
 
 from agent.models.research import Answer, ScopeFindings
+from agent.models.tenk import TenKPlan, TenKPlanRequest
 from agent.providers.llm.roles import ComposeRequest, ExtractRequest, Usage
+from agent.providers.llm.structured import StructuredOutputError
 
 log = logging.getLogger(__name__)
 
@@ -48,3 +51,11 @@ class GroundedProvider:
                     sum(len(s.findings) for s in req.findings))
         fallback, _ = self.fallback.compose(req)
         return fallback, usage
+
+    def plan_10k(self, req: TenKPlanRequest) -> tuple[TenKPlan, Usage]:
+        try:
+            return self.inner.plan_10k(req)
+        except StructuredOutputError as exc:
+            log.warning("the model's 10-K plan for %s FY%d did not validate (%s): the rules' plan used", req.ticker,
+                        req.fiscal_year, str(exc)[:200])
+            return self.fallback.plan_10k(req)

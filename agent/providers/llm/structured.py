@@ -10,6 +10,7 @@ StructuredOutputError.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any, TypeVar
 
@@ -28,6 +29,9 @@ T = TypeVar("T", bound=BaseModel)
 JSON_MAX_TOKENS = 1500  # the default; the OpenAI provider passes its role's settings.output_tokens
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
+
+
+log = logging.getLogger(__name__)
 
 
 class StructuredOutputError(ValueError):
@@ -74,6 +78,37 @@ def _excerpt(text: str, limit: int = 120) -> str:
     return repr(flat if len(flat) <= limit else flat[:limit] + "...") if flat else "an empty reply"
 
 
+_BOUNDS = {"less_than_equal": "le", "greater_than_equal": "ge", "less_than": "lt", "greater_than": "gt"}
+
+
+def within_bounds(schema: type[T], text: str, exc: ValidationError) -> T | None:
+    """The reply validated once every number out of its field's range is brought within it, when that is all that is
+    wrong: a share written as a percentage (85 for a 0-1 confidence) is read as 0.85, anything else is clamped to the
+    bound. None when the reply has other errors too."""
+    errors = exc.errors()
+    if not errors or any(e["type"] not in _BOUNDS or not isinstance(e.get("input"), int | float) for e in errors):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    for e in errors:
+        bound = float(next(iter((e.get("ctx") or {}).values()), 0))
+        value = float(e["input"])
+        if _BOUNDS[e["type"]] in ("le", "lt") and bound == 1 and 1 < value <= 100:
+            value = value / 100  # a percentage for a share
+        else:
+            value = bound
+        target = data
+        for key in e["loc"][:-1]:
+            target = target[key]
+        target[e["loc"][-1]] = value
+    try:
+        return schema.model_validate(data)
+    except (ValidationError, KeyError, IndexError, TypeError):
+        return None
+
+
 def repair_message(error: str) -> str:
     return ("Your previous reply was not valid for the required JSON schema. Validation errors: "
             f"{error}. Reply again with only the corrected JSON object, no prose and no code fences.")
@@ -105,6 +140,10 @@ def complete_json(client: Any, *, role: str, model: str, messages: list[ChatComp
         try:
             return schema.model_validate_json(_strip_fences(text)), text, ""
         except ValidationError as exc:
+            fixed = within_bounds(schema, _strip_fences(text), exc)
+            if fixed is not None:
+                log.warning("LLM role '%s': a number out of its range was brought within it (%s)", role, _errors(exc))
+                return fixed, text, ""
             return None, text, _errors(exc)
 
     result, text, error = attempt(messages)

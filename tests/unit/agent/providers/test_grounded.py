@@ -80,3 +80,19 @@ def test_other_roles_pass_through_and_the_default_fallback_is_extractive():
     grounded = GroundedProvider(Model())
     assert grounded.evaluate(None) == "the model's own" and grounded.name == "small-model"
     assert isinstance(grounded.fallback, ExtractiveProvider)
+
+
+def test_a_10k_plan_the_model_cannot_write_is_the_rules_plan():
+    from agent.models.tenk import TenKPlanRequest
+    from agent.providers.llm.grounded import GroundedProvider
+    from agent.providers.llm.structured import StructuredOutputError
+
+    class Broken:
+        name = "broken"
+
+        def plan_10k(self, req):
+            raise StructuredOutputError("plan_10k", "(root): Invalid JSON: EOF while parsing a string")
+
+    plan, _ = GroundedProvider(Broken()).plan_10k(TenKPlanRequest(question="What is QFI's FY2031 current ratio?",
+                                                                   ticker="QFI", fiscal_year=2031))
+    assert (plan.ticker, plan.fiscal_year) == ("QFI", 2031) and plan.sub_questions
