@@ -94,10 +94,10 @@ def with_working(answer: Answer, computations: list[Computation], markers: dict[
 
     shown = []
     for c in computations:
-        lines = answer_lines(c, markers)
-        head = _MARKER.sub("", lines[0]).removeprefix("- ").strip() if lines else ""
-        if head and head not in answer.text:
-            shown += lines
+        number = re.sub(r"[^\d.,-]", "", c.result.split(" ")[0]) if c.result else "not computed"
+        if c.label in answer.text and number in answer.text:
+            continue  # stated with its label and figure: the composer kept the working
+        shown += answer_lines(c, markers)
     if not shown:
         return answer
     return answer.model_copy(update={"text": f"{answer.text.rstrip()}\n\nComputed from the statements:\n" + "\n".join(shown)})

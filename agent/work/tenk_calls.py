@@ -1,10 +1,12 @@
 """The work of the 10-K agent's fan-out calls: plan, retrieve (at most `tenk_parallelism` calls), answer, evaluate."""
 from __future__ import annotations
 
+import logging
 import re
 
 from agent.context import Context
 from agent.db import reading
+from agent.infra.error_classes import classify_error
 from agent.models.financials import Computation
 from agent.models.research import Answer, Evidence, Usage
 from agent.models.steps import (
@@ -24,11 +26,13 @@ from agent.models.tenk import SubQuestion, TenKAnswerRequest, TenKEvaluateReques
 from agent.persistence import jobstore
 from agent.persistence.ledger import record_call
 from agent.pipeline.budget import budget_note
+from agent.redact import redact
 from agent.tenk.retrieval import retrieve
 from agent.work.answering import assign_markers
 from agent.work.computing import answer_lines, compute, input_evidence, is_computing_round, measure_for, years_of
 
 _MARKER = re.compile(r"\[10K\d+\]")
+log = logging.getLogger(__name__)
 
 
 def _output(ctx: Context, job_id: str, key: StepKey):
@@ -136,10 +140,20 @@ def do_answer(ctx: Context, job_id: str, iteration: int, call: TenKAnswerCall) -
     evidence, markers = _tenk_evidence(ctx, job_id, call.ticker, call.fiscal_year)
     with record_call(ctx.pool, job_id, str(key), "llm.answer_10k",
                      {"ticker": call.ticker, "fiscal_year": call.fiscal_year, "evidence": len(evidence)}) as rec:
-        answer, usage = ctx.llm.answer_10k(TenKAnswerRequest(question=state.request.question, plan=plan, evidence=evidence,
-                                                             markers=markers, budget_note=budget_note(state)))
+        try:
+            answer, usage = ctx.llm.answer_10k(TenKAnswerRequest(question=state.request.question, plan=plan,
+                                                                 evidence=evidence, markers=markers,
+                                                                 budget_note=budget_note(state)))
+        except Exception as exc:
+            # a model that cannot take the request (its context is too small) or answers out of schema: the figure
+            # computed from the statements still answers; a failure that may pass (a timeout, a 503) is retried
+            if computation is None or classify_error(exc) not in ("parameter", "data"):
+                raise
+            log.warning("answer_10k for %s failed (%s): the computed figure answers alone", call.part(), str(exc)[:200])
+            answer, usage = Answer(text=""), Usage()
+            rec.error_class, rec.error = classify_error(exc), redact(f"{type(exc).__name__}: {exc}")[:500]
         if computation is not None:  # the computed figure leads, with its formula and every input cited
-            answer = answer.model_copy(update={"text": "\n".join([*answer_lines(computation, markers), answer.text])})
+            answer = answer.model_copy(update={"text": "\n".join([*answer_lines(computation, markers), answer.text]).strip()})
         rec.result_size = len(answer.text)
         rec.use(usage, ctx.settings)
         rec.store_with(jobstore.output_writer(job_id, key, TenKAnswerOutput(answer=answer, markers=markers, usage=usage,

@@ -37,3 +37,18 @@ def test_a_composer_that_dropped_the_working_gets_it_appended_cited():
     shown = with_working(bare, [c], markers)
     assert shown.text == bare.text  # already shown: nothing appended twice
     assert with_working(Answer(text="x"), [], markers).text == "x"
+
+
+def test_a_working_kept_by_the_composer_is_not_appended_again_after_a_round_trip():
+    from agent.models.research import Answer
+    from agent.statements.calculator import calculate
+    from agent.statements.models import Computation, Fact, MeasureQuery
+    from agent.work.answering import with_working
+
+    fact = Fact(concept="total_assets", label="Total assets", statement="balance", fiscal_year=2031, value=4.2e9, scale=1e6,
+                page=9, citation_key="10k:3")
+    worked = calculate(MeasureQuery(measure="total_assets", fiscal_years=[2031]), lambda c, y: fact if c == "total_assets" else None)
+    assert worked is not None
+    stored = Computation.model_validate_json(worked.model_dump_json())  # as a step output saves it
+    composed = Answer(text="- 10-K FY2031: Total assets (FY2031) = total assets = 4,200 = 4,200 (USD millions) [10K1]")
+    assert with_working(composed, [stored], {"10k:3": "[10K1]"}).text == composed.text
