@@ -1,6 +1,10 @@
-"""Effective configuration: environment (prefix FINAGENT_), then `.env`, then defaults."""
+"""Effective configuration: a secret's FINAGENT_<NAME>_FILE, then the environment (prefix FINAGENT_), then `.env`,
+then defaults."""
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
@@ -8,8 +12,9 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, ModelWrapValidatorHandler, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from finagent.models import AnswerMode  # a request's modes are the API's contract; the table below configures them
 
@@ -100,6 +105,63 @@ class PhaseLimits(BaseModel):
             return explicit
         total = self.planning + self.execution + self.refinement
         return total + max(1, int(total * 0.10))
+
+
+# the settings that hold a secret (a URL may carry a password): each may instead be read from the file that
+# FINAGENT_<NAME>_FILE names (Docker/Kubernetes secrets), which wins over FINAGENT_<NAME>
+SECRET_FILE_SETTINGS = ("database_url", "redis_url", "llm_api_key", "openai_api_key", "tavily_api_key", "api_keys",
+                        "flower_basic_auth")
+FILE_SUFFIX = "_FILE"
+
+
+class SecretFileError(ValueError):
+    """A FINAGENT_*_FILE names a file that cannot be read; the message is one line naming the variable and the file."""
+
+
+def read_secret_file(variable: str, path: str) -> str:
+    """A secret file's text without its surrounding whitespace (the trailing newline editors add)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise SecretFileError(f"{variable} names {path}, which does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise SecretFileError(f"{variable} names {path}, which cannot be read: {reason}") from None
+    if not text:
+        raise SecretFileError(f"{variable} names {path}, which is empty")
+    return text
+
+
+def secret_file_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The secret settings given as files: {"api_keys": [...], "database_url": "..."} for each FINAGENT_<NAME>_FILE set.
+    API keys: a JSON list as in FINAGENT_API_KEYS, or one key per line."""
+    values: dict[str, Any] = {}
+    for name in SECRET_FILE_SETTINGS:
+        variable = env_var(name) + FILE_SUFFIX
+        path = environ.get(variable)
+        if not path:
+            continue
+        text = read_secret_file(variable, path)
+        if name == "api_keys" and text.startswith("["):
+            try:
+                values[name] = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise SecretFileError(f"{variable} names {path}, which is not a JSON list of keys: {exc.msg}") from None
+        elif name == "api_keys":
+            values[name] = [k.strip() for k in text.splitlines() if k.strip()]
+        else:
+            values[name] = text
+    return values
+
+
+class SecretFilesSource(PydanticBaseSettingsSource):
+    """pydantic-settings source of `secret_file_values` from the process environment."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads every file at once
+
+    def __call__(self) -> dict[str, Any]:
+        return secret_file_values(os.environ)
 
 
 class Settings(BaseSettings):
@@ -244,6 +306,12 @@ class Settings(BaseSettings):
     llm_tokens_per_minute: int = Field(0, ge=0)
     # the share of those limits batch jobs may use, so interactive jobs always find headroom
     llm_batch_share: float = Field(0.8, gt=0, le=1)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, SecretFilesSource(settings_cls), env_settings, dotenv_settings, file_secret_settings
 
     # ---------- validation: bad configuration fails at load time, naming the setting and its env var ----------
     @field_validator("modes")
