@@ -32,6 +32,11 @@ def setting_name(*path: str) -> str:
     return f"`{'.'.join(path)}` (env {env_var(*path)})"
 
 
+# the Celery queues (workers/topology.py's Queue values; tests/unit/test_settings_deploy.py keeps them in step)
+QueueName = Literal["coordinator", "celery", "search", "llm", "batch"]
+INTERACTIVE_QUEUES: tuple[QueueName, ...] = ("coordinator", "celery", "search", "llm")
+
+
 class ModeConfig(BaseModel):
     """One row of the answer-mode table (env FINAGENT_MODES__<MODE>__<FIELD>, e.g. FINAGENT_MODES__DIRECT__MAX_TOKENS)."""
 
@@ -284,6 +289,9 @@ class Settings(BaseSettings):
     # how long a request waits for a Postgres connection before it is answered 503 (a worker waits 30 s, riding out
     # a restart; a client would rather hear at once, and retry)
     api_db_wait_s: float = Field(5.0, gt=0, le=60)
+    # the queues /readyz needs a live consumer on (workers/topology.py's queues; JSON list). The default is the
+    # interactive ones: a batch pool that is down does not take the API out of its load balancer
+    ready_queues: list[QueueName] = Field(default_factory=lambda: list(INTERACTIVE_QUEUES))
 
     # ingestion caps: a file over one fails with the reason and the run goes on with the others
     ingest_max_file_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # real 10-K HTML is 1-20 MB, a transcript ~100 KB

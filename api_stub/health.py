@@ -1,11 +1,14 @@
-"""Liveness (/healthz: the process answers) and readiness (/readyz: Redis, Postgres, and a worker on every queue)."""
+"""Liveness (/healthz: the process answers) and readiness (/readyz: Redis, Postgres at this code's schema, and a
+worker on every queue of the `ready_queues` setting)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from fastapi import APIRouter, Depends
 
+from agent.db.migrate import pending_on, schema_behind_message
 from api_stub.error_responses import error_response, error_responses
 from api_stub.runtime import Runtime, runtime
 from finagent.models import ErrorDetail, Health, Readiness
@@ -20,8 +23,8 @@ def _redis(rt: Runtime) -> str:
 
 def _postgres(rt: Runtime) -> str:
     with rt.ctx.pool.connection(timeout=rt.ready_deadline_s) as conn:
-        conn.execute("SELECT 1")
-    return "ok"
+        pending = pending_on(conn)
+    return "ok" if not pending else schema_behind_message(pending)
 
 
 def consumed_queues(rt: Runtime) -> set[str]:
@@ -31,9 +34,16 @@ def consumed_queues(rt: Runtime) -> set[str]:
     return consumed(rt.inspect_timeout_s)
 
 
+def missing_queues(required: Collection[str], consumed: Collection[str]) -> list[str]:
+    """The required queues no live worker consumes, in topology order."""
+    return [q.value for q in Queue if q.value in required and q.value not in consumed]
+
+
 def _queues(rt: Runtime) -> str:
-    consumed = consumed_queues(rt)
-    missing = [q.value for q in Queue if q.value not in consumed]
+    required = rt.settings.ready_queues
+    if not required:
+        return "ok"
+    missing = missing_queues(required, consumed_queues(rt))
     return "ok" if not missing else "no worker consumes " + ", ".join(missing)
 
 
@@ -77,7 +87,7 @@ def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Readiness, responses=error_responses(503),
-            summary="Redis, Postgres and a worker on every queue")
+            summary="Redis, Postgres at this code's schema, and a worker on every queue READY_QUEUES names")
 def readyz(rt: Runtime = Depends(runtime)):
     ready = readiness(rt)
     if ready.ready:

@@ -118,15 +118,18 @@ def services_stop(as_json: bool = typer.Option(False, "--json")):
 
 @db_app.command("upgrade")
 def db_upgrade(as_json: bool = typer.Option(False, "--json")):
-    """Apply pending migrations (idempotent)."""
-    from agent.db.migrate import upgrade
+    """Apply pending migrations (idempotent); the only command that changes a configured database's schema. Also
+    builds the vector indexes a bulk load that died had deferred."""
+    from ops.local.bootstrap import upgrade_schema
     from ops.local.stack import ensure_stack
 
     urls = ensure_stack(get_settings())
-    applied = upgrade(urls.database_url)
+    applied, rebuilt = upgrade_schema(urls.database_url)
     if as_json:
         return _print_json({"applied": applied})
     console.print("applied: " + (", ".join(applied) if applied else "nothing, schema is up to date"))
+    if rebuilt:
+        console.print("rebuilt vector indexes a bulk load had deferred: " + ", ".join(r.name for r in rebuilt))
 
 
 @index_app.command("sync")
@@ -605,16 +608,18 @@ def beat():
 def main() -> None:
     """The console command: `app`, with three failures reported as one line instead of a traceback, whichever command
     met them: an embedded server that will not start (a setting it cannot run with, a broken data dir: its log's
-    reason, exit status 2), a package of an extra that is not installed (exit status 2), and Postgres or Redis down
+    reason, exit status 2), a package of an extra that is not installed, a FINAGENT_*_FILE that cannot be read, or a
+    configured database whose schema is behind (`finagent db upgrade` not run yet; exit status 2), and Postgres or Redis down
     or unreachable (exit status 3). The exit statuses are in `ops.cli.exit_codes`."""
+    from agent.db.migrate import SchemaBehind
     from agent.infra.extras import MissingExtra
     from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
-    from agent.settings import env_var
+    from agent.settings import SecretFileError, env_var
     from ops.local.stack import EmbeddedServerError
 
     try:
         app()
-    except (EmbeddedServerError, MissingExtra) as exc:
+    except (EmbeddedServerError, MissingExtra, SchemaBehind, SecretFileError) as exc:
         err.print(str(exc), style="red", markup=False, highlight=False)
         raise SystemExit(exit_codes.BAD_INPUT) from None
     except UNAVAILABLE_TYPES as exc:

@@ -1,15 +1,37 @@
-"""Bring the stack to a usable state for a command: servers, schema, company registry, workers."""
+"""Bring the stack to a usable state for a command: servers, schema, company registry, workers.
+
+The schema: the embedded stack (no DATABASE_URL) upgrades itself; against a configured Postgres only
+`finagent db upgrade` (compose's `migrate` service) changes it, and every other command refuses to start while it is
+behind (agent.db.migrate.SchemaBehind), so that one new worker never migrates a schema under older ones.
+"""
 from __future__ import annotations
 
 import os
 
+import psycopg
+from psycopg.rows import dict_row
+
 from agent.context import Context
-from agent.db.migrate import upgrade
-from agent.ingest.vector_index import restore_abandoned
+from agent.db.migrate import require_current, upgrade
+from agent.ingest.vector_index import IndexRebuild, restore, restore_abandoned
 from agent.retrieval.companies import seed_companies
 from agent.services import ServiceURLs
 from agent.settings import Settings, get_settings
 from ops.local.stack import ensure_stack
+
+
+def self_upgrading(settings: Settings) -> bool:
+    """The embedded Postgres is this host's own: its schema is upgraded by whichever command starts first."""
+    return not settings.database_url
+
+
+def upgrade_schema(database_url: str) -> tuple[list[str], list[IndexRebuild]]:
+    """`finagent db upgrade`: apply the pending migrations, then build the vector indexes a bulk load that died had
+    deferred (none while a load is running). Returns the versions applied and the indexes built."""
+    applied = upgrade(database_url)
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        rebuilt = restore(conn, abandoned_only=True)
+    return applied, rebuilt
 
 
 def bootstrap(settings: Settings | None = None, workers: bool = False) -> Context:
@@ -18,11 +40,15 @@ def bootstrap(settings: Settings | None = None, workers: bool = False) -> Contex
     # every module that reads settings later (workers.app, child processes) sees the same servers
     os.environ["FINAGENT_DATABASE_URL"] = urls.database_url
     os.environ["FINAGENT_REDIS_URL"] = urls.redis_url
-    upgrade(urls.database_url)
+    if self_upgrading(settings):
+        upgrade(urls.database_url)
+    else:
+        require_current(urls.database_url)  # SchemaBehind: the one line naming `finagent db upgrade`
     ctx = Context(settings, urls.database_url, urls.redis_url)
     with ctx.pool.connection() as conn:
         seed_companies(conn)
-    restore_abandoned(ctx.pool)  # a bulk load that died left its tables' vector indexes to build
+    if self_upgrading(settings):
+        restore_abandoned(ctx.pool)  # a bulk load that died left its tables' vector indexes to build
     if workers:
         from ops.local.worker_pool import start_workers
 

@@ -212,7 +212,9 @@ def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
     from ops.local.worker_pool import stop_pids, wait_ready, worker_env
     from workers.topology import Queue, WorkerSpec, worker_argv
 
-    with FinagentClient(api_url) as fa:
+    # READY_QUEUES set to every queue, batch included (the default, `api_url`'s, leaves batch out)
+    every_queue = ServedApp(quick_runtime(ctx.settings, api_keys=[], ready_queues=[q.value for q in Queue]))
+    with every_queue as served, FinagentClient(served.url) as fa, FinagentClient(api_url) as default_fa:
         ready = _wait_ready(fa, want=True)
         assert ready.ready and ready.checks == {"redis": "ok", "postgres": "ok", "queues": "ok"}
 
@@ -230,6 +232,7 @@ def test_readyz_names_the_queue_nobody_consumes(api_url, ctx, workers, worker):
             exc = _wait_ready(fa, want=False)
             assert exc.status_code == 503 and exc.code == "not_ready"
             assert [(d.loc, d.msg) for d in exc.error.details] == [(["queues"], "no worker consumes batch")]  # type: ignore[union-attr]
+            assert _wait_ready(default_fa, want=True).checks["queues"] == "ok"  # the batch pool is not required
 
             # a batch job waits on the unconsumed queue: its event stream stays open on keep-alive pings
             waiting = fa.submit(QUESTION, batch=True, mode="direct").job_id
