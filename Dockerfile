@@ -24,10 +24,18 @@ COPY ops/locks/image.lock /tmp/image.lock
 RUN pip install --no-cache-dir --require-hashes --extra-index-url https://download.pytorch.org/whl/cpu -r /tmp/image.lock \
     && rm /tmp/image.lock
 COPY --from=wheels /wheels /tmp/wheels
+# the projects themselves as wheels, not editable: the image holds no source tree
 RUN pip install --no-cache-dir --no-deps /tmp/wheels/*.whl && rm -r /tmp/wheels
+# the local embedding model, exported to ONNX (and quantised) now, as ops/setup.sh does, so that no container
+# exports it at its first embedding; outside /data, which is a volume. Owned by the app user: a service whose
+# EMBEDDING_QUANTIZE differs from the default exports its own variant there at first use.
+ENV FINAGENT_MODEL_CACHE_DIR=/opt/finagent/models
+RUN python -c 'from agent.providers.onnx_embedder import prepare_default; prepare_default()' \
+    && test -n "$(find /opt/finagent/models -name '*.onnx')"
 # Not root. /data (state: beat schedule, Flower's history) and /metrics exist owned by the app user, so the
 # named volumes mounted there start with that owner.
-RUN useradd --system --uid 10001 --home-dir /data finagent && mkdir -p /data /metrics && chown finagent /data /metrics
+RUN useradd --system --uid 10001 --home-dir /data finagent && mkdir -p /data /metrics \
+    && chown finagent /data /metrics && chown -R finagent /opt/finagent/models
 USER finagent
 ENV FINAGENT_DATA_DIR=/data HOME=/data
 EXPOSE 8000
