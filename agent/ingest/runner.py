@@ -236,9 +236,6 @@ def ingest(ctx: Context, kind: Kind, paths: list[Path], fanout: FanOut | None = 
                 progress.console.print(f"building the vector indexes this load deferred: {', '.join(load.deferred)}")
         report.index_rebuilds = load.rebuilt
         report.chunks_embedded = total
-    from agent.statements.line_store import refresh_from_tables
-
-    refresh_from_tables(ctx.pool)  # filings stored before the statement reader changed
     report.seconds = time.perf_counter() - started
     if any(f.status in ("added", "replaced") for f in report.files):
         sync_keyword_index(ctx)

@@ -14,7 +14,7 @@ from agent.settings import get_settings
 from ops.cli import exit_codes
 from ops.cli.batch_runs import batch_app
 from ops.cli.eval import eval_app
-from ops.cli.statements import statements_app
+from ops.cli.statement_lines import statements_app
 from workers.topology import Queue
 
 if TYPE_CHECKING:
@@ -170,6 +170,10 @@ def _run_ingest(kind: Kind, paths: list[Path], inline: bool, as_json: bool) -> N
 
     ctx = bootstrap(workers=not inline)
     report = ingest(ctx, kind, paths, fanout=None if inline else EmbedFanOut, quiet=as_json)
+    if kind == "10k":
+        from agent.statements.line_store import refresh_from_tables
+
+        refresh_from_tables(ctx.pool)  # filings stored before the statement reader changed
     _print_ingest_report(report, as_json)
 
 
