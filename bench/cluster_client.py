@@ -20,16 +20,21 @@ QUESTION = "What did {t} say about revenue growth in its latest quarter (cluster
 TICKERS = ("NVDA", "AAPL", "MSFT")  # the sample corpus's companies
 
 
-class ClientReport(BaseModel):
+class JobCounts(BaseModel):
+    """What became of the jobs a run submitted: the client's report, and the cluster's around it."""
+
     jobs: int
     completed: int = 0
     failed_with_reason: int = 0
     lost: int = 0
     duplicated: int = 0
-    job_ids: list[str] = Field(default_factory=list)
     worker_hosts_used: list[str] = Field(default_factory=list)
     ready_after_s: float | None = None
     reasons: dict[str, int] = Field(default_factory=dict)
+
+
+class ClientReport(JobCounts):
+    job_ids: list[str] = Field(default_factory=list)
     error: str | None = None
 
 

@@ -8,32 +8,24 @@ DIR holds gzip JSONL files of {"doc_name", "page", "text"} (pypdf page text), ti
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 
+from agent.ingest.filing_pages import PAGES_SUFFIX, doc_name_of, read_pages, tidy
 from agent.statements.models import CONCEPTS
 from agent.statements.pages import parse_statement_page
 from agent.tenk.statements import classify_pages
 
-DEFAULT_PAGES = Path("/work/shared/data/financebench/pages")
+MAX_PAGES = 100_000
+DEFAULT_PAGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "financebench" / "pages"
 
-
-def _tidy(text: str) -> str:  # as agent/ingest/filing_pages.py tidies a page
-    text = re.sub(r"[ \t\xa0]+", " ", text)
-    return re.sub(r" ?\n[\s]*", "\n", text).strip()
 
 
 def _documents(folder: Path) -> dict[str, list[tuple[int, str]]]:
-    docs: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for path in sorted(folder.glob("*.jsonl.gz")):
-        with gzip.open(path, "rt") as fh:
-            for line in fh:
-                row = json.loads(line)
-                docs[row["doc_name"]].append((int(row["page"]), _tidy(row["text"])))
-    return docs
+    """doc name -> its (page, tidied text), in page order, read as the ingest reads a pages file."""
+    return {doc_name_of(path): [(p.page, tidy(p.text)) for p in read_pages(path, MAX_PAGES)]
+            for path in sorted(folder.glob(f"*{PAGES_SUFFIX}"))}
 
 
 def coverage(folder: Path) -> dict:
@@ -41,7 +33,6 @@ def coverage(folder: Path) -> dict:
     found: dict[str, set[str]] = defaultdict(set)
     documents = set()
     for name, doc in _documents(folder).items():
-        doc.sort()
         for (page, text), kind in zip(doc, classify_pages([t for _, t in doc])):
             if kind is None:
                 continue

@@ -195,17 +195,22 @@ def do_evaluate(ctx: Context, job_id: str, iteration: int, call: TenKEvaluateCal
         rec.store_with(jobstore.output_writer(job_id, key, TenKEvaluateOutput(evaluation=ev, usage=usage)))
 
 
-def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | None:
-    """The company's 10-K findings: the latest answer (any iteration, last round) of each of its filings, one fiscal
-    year after another, as one answer. Each answer's markers were numbered over the evidence of its own round; they
-    are renumbered here into one set, so a marker means one passage across the joined text."""
+def latest_answers(pool, job_id: str) -> dict[str, TenKAnswerOutput]:
+    """Each filing's latest 10-K answer (any iteration, last round), by filing ('ACME:FY2024'), in filing order."""
     outputs = StepOutputs.from_rows(jobstore.get_outputs(pool, job_id, ""))
     latest: dict[str, tuple[int, int, TenKAnswerOutput]] = {}
     for k, out in outputs.items.items():
-        if k.stage == Stage.tenk_answer and k.part.split(":")[0] == ticker and isinstance(out, TenKAnswerOutput):
+        if k.stage == Stage.tenk_answer and isinstance(out, TenKAnswerOutput):
             if k.part not in latest or (k.iteration, k.round or 0) > latest[k.part][:2]:
                 latest[k.part] = (k.iteration, k.round or 0, out)
-    answers = [latest[p][2] for p in sorted(latest)]
+    return {part: latest[part][2] for part in sorted(latest)}
+
+
+def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | None:
+    """The company's 10-K findings: the latest answer of each of its filings, one fiscal year after another, as one
+    answer. Each answer's markers were numbered over the evidence of its own round; they are renumbered here into one
+    set, so a marker means one passage across the joined text."""
+    answers = [a for part, a in latest_answers(pool, job_id).items() if part.split(":")[0] == ticker]
     if len(answers) <= 1:
         return answers[0] if answers else None
     return join_answers(answers)
@@ -213,17 +218,10 @@ def latest_tenk_answer(pool, job_id: str, ticker: str) -> TenKAnswerOutput | Non
 
 def latest_computations(pool, job_id: str) -> dict[str, list[Computation]]:
     """ticker -> the figures its filings' latest 10-K answers computed from the statements."""
-    outputs = StepOutputs.from_rows(jobstore.get_outputs(pool, job_id, ""))
-    latest: dict[str, tuple[int, int, TenKAnswerOutput]] = {}
-    for k, out in outputs.items.items():
-        if k.stage == Stage.tenk_answer and isinstance(out, TenKAnswerOutput):
-            if k.part not in latest or (k.iteration, k.round or 0) > latest[k.part][:2]:
-                latest[k.part] = (k.iteration, k.round or 0, out)
     found: dict[str, list[Computation]] = {}
-    for part in sorted(latest):
-        computation = latest[part][2].computation
-        if computation is not None:
-            found.setdefault(part.split(":")[0], []).append(computation)
+    for part, answer in latest_answers(pool, job_id).items():
+        if answer.computation is not None:
+            found.setdefault(part.split(":")[0], []).append(answer.computation)
     return found
 
 
