@@ -247,6 +247,8 @@ class Settings(BaseSettings):
     tenk_max_iterations: int = 5
     tenk_quality_threshold: float = 0.90
     quarter_cache_ttl_s: int = 1800
+    # how often each worker node that searches (search, batch) brings its host's BM25 index up to the chunk tables
+    keyword_index_sync_s: float = Field(60.0, gt=0)
 
     # agent loop
     modes: dict[AnswerMode, ModeConfig] = Field(default_factory=lambda: {m: c.model_copy() for m, c in DEFAULT_MODES.items()})

@@ -13,11 +13,9 @@ from kombu import pools
 from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.services import celery_broker_url, service_urls
 from agent.settings import get_settings
-from workers import affinity, signals  # noqa: F401  (one CPU for some pools; metrics: task timings, shutdown, scrape targets)
+from workers import affinity, keyword_sync, signals  # noqa: F401  (CPU pinning; BM25 index sync; metrics, liveness)
 from workers.pipelined_publish import BatchingCelery
-from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, SYNC_KEYWORD_INDEX, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
-
-KEYWORD_INDEX_SYNC_S = 60.0  # how stale the BM25 index may get; rows past it are still found by the GIN side
+from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 
 # task names are explicit (workers/topology.py): a module's name is not on the wire
 TASK_MODULES = ["tasks.public", "tasks.ingest", "tasks.quarter_search", "tasks.llm", "tasks.coordinator", "tasks.recovery",
@@ -51,13 +49,13 @@ def _config() -> dict[str, Any]:
         task_track_started=True,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
+        # no BM25 index sync: a beat task reaches one worker on one host; each node that searches syncs its own
+        # host's index (workers/keyword_sync.py)
         beat_schedule={"resume-stalled-jobs": {"task": RESUME_STALLED.name, "schedule": 60.0,
                                                "kwargs": {"stalled_after_s": settings.stalled_job_after_s}},
                        # a job whose worker died moves again within a heartbeat TTL plus this period
                        "recover-orphaned-tasks": {"task": RECOVER_ORPHANS.name, "schedule": WATCHDOG_PERIOD_S,
-                                                  "options": {"expires": WATCHDOG_PERIOD_S}},
-                       "sync-keyword-index": {"task": SYNC_KEYWORD_INDEX.name, "schedule": KEYWORD_INDEX_SYNC_S,
-                                              "options": {"expires": KEYWORD_INDEX_SYNC_S}}},
+                                                  "options": {"expires": WATCHDOG_PERIOD_S}}},
     )
 
 

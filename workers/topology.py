@@ -52,8 +52,6 @@ ADVANCE = TaskSpec(name="tasks.coordinator.advance", queue=Queue.coordinator, li
 RESUME_STALLED = TaskSpec(name="tasks.coordinator.resume_stalled", queue=Queue.coordinator, limits=LimitKind.beat)
 RECOVER_ORPHANS = TaskSpec(name="tasks.coordinator.recover_orphans", queue=Queue.coordinator, limits=LimitKind.beat)
 EMBED_BATCH = TaskSpec(name="tasks.ingest.embed_batch", queue=Queue.batch, limits=LimitKind.embed)
-# the BM25 keyword index of this host's search workers catches up with the chunk tables (beat, every minute)
-SYNC_KEYWORD_INDEX = TaskSpec(name="tasks.search.sync_keyword_index", queue=Queue.search, limits=LimitKind.beat)
 
 # one Celery task per kind of call the state machine fans out
 CALL_TASKS: dict[TaskKind, TaskSpec] = {
@@ -69,8 +67,7 @@ CALL_TASKS: dict[TaskKind, TaskSpec] = {
     "tenk_evaluate": TaskSpec(name="tasks.tenk.evaluate", queue=Queue.llm, limits=LimitKind.llm),
 }
 
-ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, RECOVER_ORPHANS, EMBED_BATCH, SYNC_KEYWORD_INDEX,
-                          *CALL_TASKS.values()]
+ALL_TASKS: list[TaskSpec] = [*PUBLIC_TASKS, ADVANCE, RESUME_STALLED, RECOVER_ORPHANS, EMBED_BATCH, *CALL_TASKS.values()]
 TASK_ROUTES = {t.name: {"queue": t.queue.value} for t in ALL_TASKS}
 TASK_QUEUES = [KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in Queue]
 

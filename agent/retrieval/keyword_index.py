@@ -9,7 +9,8 @@ reading every match: about 1 ms at 100k chunks, and it grows far slower than the
 The index is derived data, never the source of truth:
 - It lives under the data dir (`keyword-index/<corpus>`), one per host, and holds only chunk ids and stemmed text.
 - `sync` appends the rows past its watermark (the highest chunk id it holds), under an inter-process lock, so one
-  writer at a time; readers never block. The ingest runner syncs after a run, and beat syncs every minute.
+  writer at a time; readers never block. The ingest runner syncs after a run, and every worker node that
+  searches syncs its own host's index every `KEYWORD_INDEX_SYNC_S` (workers/keyword_sync.py).
 - While the table has rows past the watermark, hybrid search also takes the GIN side's keyword candidates, which
   read the whole table (with none, BM25's candidates stand alone); a replaced document's old ids stay in the index
   until `rebuild` but are dropped when candidates are joined to the table.
@@ -71,7 +72,7 @@ def system_id(pool) -> str:
 def _top_with_ties(searcher, query, n: int) -> list:
     """The top n hits (score, document address) and every hit tied with the n-th.
 
-    tantivy breaks score ties by document address, which a segment merge (after any commit, a beat sync's included)
+    tantivy breaks score ties by document address, which a segment merge (after any commit, a periodic sync's included)
     changes: the same question could take different chunks run to run, so the caller breaks them by chunk id, and
     needs them all. They are read among twice the hits asked for, and only when the tie fills that whole window is the
     search repeated, wider. (One hit more than n, widened on a tie, was slower on the bench's corpus, whose variants
@@ -152,7 +153,7 @@ class KeywordIndex:
             sid = system_id(pool)
             meta = self.meta()
             if not rebuild and meta is not None and meta.system_id == sid and not self._rows_past(pool, corpus, meta.watermark):
-                # nothing new (the minutely beat sync's usual case): no writer, no commit and no new meta. A writer
+                # nothing new (the periodic sync's usual case): no writer, no commit and no new meta. A writer
                 # per sync grew the syncing process by about 10 MB a time, and a new meta made every reader reload.
                 return SyncReport(corpus=corpus, added=0, watermark=meta.watermark, seconds=round(time.perf_counter() - started, 2))
             writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)

@@ -135,7 +135,7 @@ def db_upgrade(as_json: bool = typer.Option(False, "--json")):
 @index_app.command("sync")
 def index_sync(rebuild: bool = typer.Option(False, help="drop the index and build it again from the chunk tables"),
                as_json: bool = typer.Option(False, "--json")):
-    """Bring this host's BM25 index up to the chunk tables (workers' beat does it every minute)."""
+    """Bring this host's BM25 index up to the chunk tables (the workers that search do it every KEYWORD_INDEX_SYNC_S)."""
     from agent.retrieval import keyword_index
     from ops.local.bootstrap import bootstrap
 
