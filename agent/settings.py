@@ -273,6 +273,9 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = 600
     stalled_job_after_s: int = 900
 
+    # whether `finagent ask` and `finagent batch run` start this machine's worker processes: "auto" with the embedded
+    # broker only (against a configured Redis the deployment's workers answer, and a client machine runs none)
+    local_workers: Literal["auto", "always", "never"] = "auto"
     # local workers (ops/local/worker_pool.py): the coordinator process keeps its threads on one CPU and the search and llm
     # processes theirs on another (workers/affinity.py); false leaves every process to the scheduler. Containers are
     # never pinned.

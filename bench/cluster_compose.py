@@ -26,6 +26,12 @@ class ServiceDef(BaseModel):
     command: list[str] = Field(default_factory=list)
     environment: dict[str, str] = Field(default_factory=dict)
     volumes: dict[str, str] = Field(default_factory=dict)  # container path -> named volume
+    restart: str = "no"  # compose's restart policy: "no", "always", "on-failure", "unless-stopped"
+
+    @property
+    def restarts(self) -> bool:
+        """Whether the container engine would start the service again after it exited on its own."""
+        return self.restart in ("always", "unless-stopped") or self.restart.startswith("on-failure")
 
     @property
     def is_worker(self) -> bool:
@@ -128,5 +134,6 @@ def load_services(env: Mapping[str, str], path: Path = COMPOSE_FILE, only: set[s
         environment.update(_as_env(svc.get("environment")))
         command = svc.get("command") or []
         services[name] = ServiceDef(name=name, command=command.split() if isinstance(command, str) else [str(c) for c in command],
-                                    environment=environment, volumes=_volumes(svc.get("volumes"), named))
+                                    environment=environment, volumes=_volumes(svc.get("volumes"), named),
+                                    restart=str(svc.get("restart", "no")))
     return services

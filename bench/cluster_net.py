@@ -27,6 +27,9 @@ class Host(BaseModel, frozen=True):
     name: str  # the namespace, and the hostname its processes see
     octet: int
     aliases: tuple[str, ...] = ()  # compose service names served here
+    # more addresses on the host's link, each for one service name: a fault can then cut a host off that one
+    # service alone (a blackhole route to its address), as iptables would, which these namespaces do not have
+    extra: tuple[tuple[int, str], ...] = ()
 
     @property
     def address(self) -> str:
@@ -107,6 +110,7 @@ def create(hosts: list[Host]) -> None:
     _ip("-n", SWITCH, "link", "add", BRIDGE, "type", "bridge")
     _ip("-n", SWITCH, "link", "set", BRIDGE, "up")
     hosts_file = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name} {' '.join(h.aliases)}\n" for h in hosts)
+    hosts_file += "".join(f"{SUBNET}.{octet} {alias}\n" for h in hosts for octet, alias in h.extra)
     for h in hosts:
         _ip("netns", "add", h.name)
         _ip("link", "add", f"{PREFIX}h{h.octet}", "type", "veth", "peer", "name", h.switch_port)
@@ -114,6 +118,8 @@ def create(hosts: list[Host]) -> None:
         _ip("link", "set", h.switch_port, "netns", SWITCH)
         _ip("-n", SWITCH, "link", "set", h.switch_port, "master", BRIDGE, "up")
         _ip("-n", h.name, "addr", "add", f"{h.address}/24", "dev", "eth0")
+        for octet, _alias in h.extra:
+            _ip("-n", h.name, "addr", "add", f"{SUBNET}.{octet}/24", "dev", "eth0")
         _ip("-n", h.name, "link", "set", "eth0", "up")
         _ip("-n", h.name, "link", "set", "lo", "up")
         etc = ETC_NETNS / h.name
@@ -125,6 +131,25 @@ def create(hosts: list[Host]) -> None:
 def set_link(host: Host, up: bool) -> None:
     """Cut a host off the network (its switch port down), or bring it back: the fault scenarios' partition."""
     _ip("-n", SWITCH, "link", "set", host.switch_port, "up" if up else "down")
+
+
+def set_route_to(host: Host, address: str, reachable: bool) -> None:
+    """Cut `host` off one address (a blackhole route: its packets to it are dropped, as on a partitioned network),
+    or give the address back."""
+    if reachable:
+        _ip("-n", host.name, "route", "del", "blackhole", f"{address}/32", check=False)
+    else:
+        _ip("-n", host.name, "route", "add", "blackhole", f"{address}/32")
+
+
+def kill_all(host: Host) -> None:
+    """SIGKILL every process on the host at once: the machine is gone, with no shutdown of any kind."""
+    out = _ip("netns", "pids", host.name, check=False).stdout
+    for pid in (int(p) for p in out.split() if p.isdigit()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def exec_argv(host: Host, argv: list[str]) -> list[str]:

@@ -17,12 +17,20 @@ from agent.ingest.vector_index import IndexRebuild, restore, restore_abandoned
 from agent.retrieval.companies import seed_companies
 from agent.services import ServiceURLs
 from agent.settings import Settings, get_settings
-from ops.local.stack import ensure_stack
+from ops.local.stack import ensure_stack, is_embedded_redis
 
 
 def self_upgrading(settings: Settings) -> bool:
     """The embedded Postgres is this host's own: its schema is upgraded by whichever command starts first."""
     return not settings.database_url
+
+
+def starts_local_workers(settings: Settings, urls: ServiceURLs) -> bool:
+    """A command that needs workers starts this machine's own only with the embedded broker (LOCAL_WORKERS auto):
+    pointed at a deployment, `finagent batch run` on an analyst's machine must not become one of its workers."""
+    if settings.local_workers != "auto":
+        return settings.local_workers == "always"
+    return is_embedded_redis(settings, urls.redis_url)
 
 
 def upgrade_schema(database_url: str) -> tuple[list[str], list[IndexRebuild]]:
@@ -49,7 +57,7 @@ def bootstrap(settings: Settings | None = None, workers: bool = False) -> Contex
         seed_companies(conn)
     if self_upgrading(settings):
         restore_abandoned(ctx.pool)  # a bulk load that died left its tables' vector indexes to build
-    if workers:
+    if workers and starts_local_workers(settings, urls):
         from ops.local.worker_pool import start_workers
 
         start_workers(settings, ServiceURLs(database_url=urls.database_url, redis_url=urls.redis_url))

@@ -47,6 +47,11 @@ def _redis_socket(settings: Settings) -> Path:
     return _redis_dir(settings) / "redis.sock"
 
 
+def is_embedded_redis(settings: Settings, redis_url: str) -> bool:
+    """Whether `redis_url` is this data dir's embedded Redis (its unix socket), not a configured server."""
+    return redis_url == f"unix://{_redis_socket(settings)}"
+
+
 def _pg_dir(settings: Settings) -> Path:
     return settings.data_dir / "pg"
 
