@@ -96,6 +96,9 @@ class ClusterReport(JobCounts):
     by_client: dict[str, int] = Field(default_factory=dict)  # http / celery / batch -> jobs submitted that way
     scenarios: dict[str, Any] = Field(default_factory=dict)  # per fault scenario: completed, lost, duplicated, recovery_s
     services_down: dict[str, str] = Field(default_factory=dict)  # service -> the end of its log, for one that exited
+    # per worker host and corpus: the BM25 index's watermark against Postgres's highest chunk id, and how many of the
+    # client's rare words (each in one chunk) the host's index finds in that chunk
+    keyword_index: dict[str, dict[str, dict[str, int]]] = Field(default_factory=dict)
     restarts: dict[str, list[str]] = Field(default_factory=dict)  # service -> its exits, restarted by compose's policy
     services_lost: list[str] = Field(default_factory=list)  # stopped on purpose, with their host
     error: str | None = None
@@ -410,6 +413,23 @@ class Cluster:
                 self.lost_services.append(key)
                 del self.procs[key]
 
+    def keyword_index_report(self, client: dict[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
+        """Each worker host's own BM25 index (its `keywordindex` volume), read from here: the namespaces share the
+        filesystem, so this reads the files each host's workers keep in sync."""
+        from agent.retrieval.keyword_index import KeywordIndex
+
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for host in WORKER_HOSTS:
+            out[host.name] = {}
+            for corpus, max_id in client.get("max_chunk_ids", {}).items():
+                index = KeywordIndex(self.root / host.name / "volumes" / "keywordindex" / corpus)
+                meta = index.meta()
+                rare = client.get("rare_terms", {}).get(corpus, [])
+                found = sum(1 for t in rare if t["chunk_id"] in index.search(t["word"], 10))
+                out[host.name][corpus] = {"watermark": meta.watermark if meta else 0, "max_chunk_id": max_id,
+                                          "rare_words": len(rare), "rare_words_found": found}
+        return out
+
     def services_down(self) -> dict[str, str]:
         return {key: f"exit {proc.returncode}: {_tail(log, 8)}" for key, (_h, proc, log) in self.procs.items() if proc.poll() is not None}
 
@@ -433,6 +453,7 @@ def run(jobs: int = 4, timeout_s: float = 300.0, root: Path = DEFAULT_ROOT, keep
                         "reasons", "by_client"):
                 setattr(report, key, client[key])
             report.error = client.get("error")
+            report.keyword_index = cluster.keyword_index_report(client)
             for name in SCENARIOS:
                 if scenarios is None or name in scenarios:
                     (progress or (lambda m: None))(f"scenario {name}")

@@ -48,8 +48,15 @@ class JobCounts(BaseModel):
     duplicates: dict[str, int] = Field(default_factory=dict)  # what was duplicated (evidence, events, ...) -> rows
 
 
+class RareTerm(BaseModel):
+    word: str  # a word of exactly one chunk of its table
+    chunk_id: int
+
+
 class ClientReport(JobCounts):
     job_ids: list[str] = Field(default_factory=list)
+    max_chunk_ids: dict[str, int] = Field(default_factory=dict)  # corpus -> the highest chunk id in Postgres
+    rare_terms: dict[str, list[RareTerm]] = Field(default_factory=dict)  # corpus -> words each held by one chunk
     by_client: dict[str, int] = Field(default_factory=dict)  # http / celery / batch -> jobs submitted that way
     error: str | None = None
 
@@ -135,6 +142,28 @@ def batch_run_jobs(ctx, lines: list[str], timeout_s: float) -> list[str]:
     return [r["job_id"] for r in rows]
 
 
+RARE_TERMS = 5
+
+
+def corpus_facts(ctx) -> tuple[dict[str, int], dict[str, list[RareTerm]]]:
+    """Per corpus: its highest chunk id, and a few words each found in exactly one chunk (as printed, letters only),
+    for checking that every host's BM25 index holds the whole table."""
+    from agent.retrieval.keyword_index import TABLES
+
+    max_ids: dict[str, int] = {}
+    rare: dict[str, list[RareTerm]] = {}
+    with ctx.pool.connection() as conn:
+        for corpus, table in TABLES.items():
+            row = conn.execute(f"SELECT coalesce(max(id), 0) AS m FROM {table}").fetchone()
+            max_ids[corpus] = row["m"]
+            rows = conn.execute(
+                f"SELECT w.word, min(c.id) AS chunk_id FROM {table} c, "
+                "LATERAL (SELECT DISTINCT lower(m[1]) AS word FROM regexp_matches(c.text, '\\m([A-Za-z]{9,})\\M', 'g') m) w "
+                "GROUP BY w.word HAVING count(*) = 1 ORDER BY w.word LIMIT %s", (RARE_TERMS,)).fetchall()
+            rare[corpus] = [RareTerm(word=r["word"], chunk_id=r["chunk_id"]) for r in rows]
+    return max_ids, rare
+
+
 def run(api: str, key: str, jobs: int, timeout_s: float) -> ClientReport:
     from finagent.client import FinagentClient
 
@@ -149,6 +178,7 @@ def run(api: str, key: str, jobs: int, timeout_s: float) -> ClientReport:
     report.jobs = len(report.job_ids)
     report.by_client = {"http": len(http), "celery": len(celery), "batch": len(batch)}
     _audit_into(report, ctx, "cluster", report.job_ids, timeout_s)
+    report.max_chunk_ids, report.rare_terms = corpus_facts(ctx)
     return report
 
 

@@ -35,6 +35,12 @@ def test_jobs_run_across_hosts_through_faults_and_nothing_is_left(can_run_cluste
     worker_hosts = {h.name for h in HOSTS if h.name.startswith("fa-w")}
     assert set(report.worker_hosts_used) <= worker_hosts, "a job ran somewhere other than a worker host"
     assert report.worker_hosts_used, "the tool ledger names no worker host"
+    for host, corpora in report.keyword_index.items():  # every searching host keeps its own BM25 index whole
+        for corpus, index in corpora.items():
+            if index["max_chunk_id"]:
+                assert index["watermark"] == index["max_chunk_id"], (host, corpus, index)
+                assert index["rare_words"] and index["rare_words_found"] == index["rare_words"], (host, corpus, index)
+    assert set(report.keyword_index) == worker_hosts
     assert list(report.scenarios) == ["redis_restart", "worker_host_lost"]
     for name, scenario in report.scenarios.items():
         assert scenario["error"] is None, (name, scenario["error"])
