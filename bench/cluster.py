@@ -53,6 +53,8 @@ from bench.cluster_tls import TLSFiles, make_tls
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
+# this checkout's code first, also when the venv's editable install points at another checkout (a worktree)
+PYTHONPATH = f"{REPO}:{REPO / 'clients' / 'python' / 'src'}"
 PYTHON = VENV_BIN / "python"
 DEFAULT_ROOT = Path(tempfile.gettempdir()) / "fa-cluster"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -341,7 +343,7 @@ class Cluster:
         for value in env.values():
             if value.startswith(str(private)):
                 Path(value).mkdir(parents=True, exist_ok=True)
-        env |= {"PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(private), "LANG": "C.UTF-8",
+        env |= {"PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(private), "LANG": "C.UTF-8", "PYTHONPATH": PYTHONPATH,
                 "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
         return env, private
 
@@ -367,7 +369,7 @@ class Cluster:
     # ---------- use ----------
     def _client_env(self) -> dict[str, str]:
         return {**self.env, "PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(self.root / CLIENT.name),
-                "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1"}
+                "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1", "PYTHONPATH": PYTHONPATH}
 
     def _client_argv(self, mode: str, jobs: int, timeout_s: float, *extra: str) -> list[str]:
         return net.exec_argv(CLIENT, [str(PYTHON), str(REPO / "bench" / "cluster_client.py"), mode,
