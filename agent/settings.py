@@ -309,6 +309,9 @@ class Settings(BaseSettings):
     flower_basic_auth: SecretStr | None = None  # "user:password[,user2:password2]"
     # where every process (API, workers) writes its prometheus-client multiprocess files; default data_dir/metrics
     metrics_dir: Path | None = None
+    # 0: metrics go to the files in metrics_dir (one machine). Else this process keeps its metrics in memory, writes no
+    # file, and serves them at :PORT/metrics (each worker; the API adds the scrape-time gauges): hosts share no disk
+    metrics_port: int = Field(0, ge=0, le=65535)
 
     # overnight batches
     # batch jobs running at once; the rest wait their turn. Twice the batch pool's 4 LLM slots: a job spends part of

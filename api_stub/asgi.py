@@ -2,6 +2,9 @@
 one error shape. `app` is what `uvicorn api_stub.asgi:app` serves; importing it starts nothing."""
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import Response
 
@@ -33,9 +36,25 @@ def metrics(rt: Runtime = Depends(runtime)) -> Response:
     return Response(body, media_type=content_type)
 
 
+def serve_metrics_port(rt: Runtime) -> int | None:
+    """With METRICS_PORT, this process's metrics and the scrape-time ones also on that port, without a key, for
+    Prometheus (agent/infra/metrics_server.py); the port it listens on, or None."""
+    try:
+        from agent.infra import metrics_server  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return metrics_server.start(scrape=lambda: rt.ctx)
+
+
 def create_app(rt: Runtime | None = None) -> FastAPI:
     rt = rt or Runtime()
-    app = FastAPI(title="finagent", version="1.0.0", description=DESCRIPTION)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        serve_metrics_port(rt)
+        yield
+
+    app = FastAPI(title="finagent", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = rt
     errors.install(app)
     app.add_middleware(BodyLimitMiddleware, limit_for=lambda path: body_limit(rt.settings, path))

@@ -1,10 +1,11 @@
-"""Celery signals inside every worker process: the Prometheus metrics, the scrape targets (the topology's queues,
-the dependencies behind a circuit breaker) that `render_metrics(ctx)` reports on, liveness (a heartbeat per
-worker, a claim per running job task; agent/infra/liveness.py says why) and, on the threads and solo pools, the
-tasks' time limits (workers/deadlines.py).
+"""Celery signals inside every worker process: the Prometheus metrics (and, with METRICS_PORT, the worker's own
+/metrics endpoint), the scrape targets (the topology's queues, the dependencies behind a circuit breaker) that
+`render_metrics(ctx)` reports on, liveness (a heartbeat per worker, a claim per running job task;
+agent/infra/liveness.py says why), the queues each worker consumes (agent/infra/queue_consumers.py) and, on the
+threads and solo pools, the tasks' time limits (workers/deadlines.py).
 
-Imported by workers/app.py. Connecting a handler starts nothing: the metrics directory is set up on the first
-task a worker runs (agent/infra/metrics.py).
+Imported by workers/app.py. Connecting a handler starts nothing: the metrics are set up on the first task a worker
+runs, or at worker_ready with METRICS_PORT (agent/infra/metrics.py).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from celery import signals
 
-from agent.infra import liveness, metrics
+from agent.infra import liveness, metrics, metrics_server, queue_consumers
 from agent.redact import install_log_redaction
 from agent.settings import Settings
 from workers.deadlines import Deadline, DeadlineEnforcer, pool_ignores_limits
@@ -89,12 +90,21 @@ def _task_postrun(task_id: str | None = None, task: Any = None, state: str | Non
                 log.warning("could not release %s", task_id, exc_info=True)
 
 
+def _consumed_queues(sender: Any) -> list[str]:
+    """The queues this worker was started on (-Q): the consumer's app selected them."""
+    try:
+        return sorted(sender.app.amqp.queues.consume_from)
+    except (AttributeError, TypeError):
+        return []
+
+
 @signals.worker_ready.connect(dispatch_uid="finagent-liveness-heartbeat")
 def _start_heartbeat(sender: Any = None, **_: Any) -> None:
     hostname = getattr(sender, "hostname", None)
     if not hostname:
         return
     node = _incarnation(hostname)
+    queues = _consumed_queues(sender)
 
     def run() -> None:
         while True:
@@ -102,9 +112,18 @@ def _start_heartbeat(sender: Any = None, **_: Any) -> None:
                 liveness.beat(_redis(), node)
             except Exception:
                 log.warning("heartbeat of %s failed", node, exc_info=True)
+            try:  # the node name without the incarnation: a restarted worker replaces its own announcement
+                queue_consumers.announce(_redis(), hostname, queues, liveness.HEARTBEAT_TTL_S)
+            except Exception:
+                log.warning("queue announcement of %s failed", node, exc_info=True)
             threading.Event().wait(liveness.HEARTBEAT_EVERY_S)
 
     threading.Thread(target=run, name="finagent-heartbeat", daemon=True).start()
+
+
+@signals.worker_ready.connect(dispatch_uid="finagent-metrics-server")
+def _serve_metrics(**_: Any) -> None:
+    metrics_server.start()  # METRICS_PORT only; a worker serves its own metrics, the API the scrape-time ones
 
 
 @signals.worker_ready.connect(dispatch_uid="finagent-time-limits")

@@ -73,6 +73,8 @@ def worker_env(urls: ServiceURLs, metrics_dir: Path, spec: WorkerSpec | None = N
     env["FINAGENT_REDIS_URL"] = urls.redis_url
     # prometheus-client reads it when first imported; the settings' directory wins over one this process inherited
     env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    # one machine's workers share that directory: a METRICS_PORT (a deployment's, in .env) would be every worker's
+    env[env_var("metrics_port")] = "0"
     return env
 
 

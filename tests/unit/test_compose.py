@@ -129,15 +129,15 @@ def test_api_and_flower_listen_off_loopback_only_with_their_secrets():
     assert "postgres" not in str(SERVICES["postgres"].get("ports", "")) and "ports" not in SERVICES["redis"]
 
 
-def test_named_volumes_state_and_one_metrics_directory_for_the_api_and_workers():
+def test_named_volumes_state_and_no_metrics_directory_shared_between_containers():
     declared = set(COMPOSE["volumes"])
     used = {v.split(":", 1)[0] for s in SERVICES.values() for v in s.get("volumes", [])}
     assert used == declared and all(not v.startswith((".", "/")) for v in used)  # named volumes, no bind mounts
     mounts = {n: dict(v.split(":", 1) for v in s.get("volumes", [])) for n, s in SERVICES.items()}
-    metrics_users = {n for n, m in mounts.items() if "metrics" in m}
-    assert metrics_users == {"api"} | {n for n in SERVICES if n.startswith("worker-")}
-    for name in metrics_users:  # the same path in every container, and the setting points at it
-        assert mounts[name]["metrics"] == SERVICES[name]["environment"]["FINAGENT_METRICS_DIR"] == "/metrics"
+    # each process serves its own metrics on its port (tests/unit/ops/test_prometheus.py): no multiprocess files
+    assert "metrics" not in declared and not any("FINAGENT_METRICS_DIR" in (s.get("environment") or {}) for s in SERVICES.values())
+    assert {n for n, s in SERVICES.items() if "FINAGENT_METRICS_PORT" in (s.get("environment") or {})} == \
+        {"api"} | {n for n in SERVICES if n.startswith("worker-")}
     data_dir = SERVICES["flower"]["environment"]["FINAGENT_DATA_DIR"]
     assert mounts["flower"]["flowerdata"] == data_dir and mounts["beat"]["beatdata"] == data_dir  # flower.db, beat schedule
     assert mounts["postgres"] == {"pgdata": "/var/lib/postgresql/data"} and mounts["redis"] == {"redisdata": "/data"}

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.infra import metrics
 from agent.infra.breaker import CircuitBreaker
 from agent.infra.events import publish, publish_once
+from agent.infra.queue_consumers import announce
 from agent.models.job import StepEvent
 from agent.models.research import ScopeFindings, Usage
 from agent.models.steps import PlanOutput
@@ -77,6 +78,44 @@ def test_jobs_by_status_reports_every_status_with_zero_for_the_missing_ones():
     assert values == {"queued": 0, "running": 1, "completed": 3, "failed": 0, "rejected": 0, "cancelled": 0}
 
 
+class Rows:
+    """Postgres answering the two scrape queries: jobs by status, then the oldest job under way."""
+
+    def __init__(self, counts: dict[str, int], oldest_s: float | None):
+        self.counts, self.oldest_s = counts, oldest_s
+        self.sql: list[str] = []
+        self.timeouts: list[float] = []
+
+    def connection(self, timeout: float):
+        self.timeouts.append(timeout)
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def execute(self, sql: str):
+        self.sql.append(sql)
+        return self
+
+    def fetchall(self):
+        return [{"status": k, "n": v} for k, v in self.counts.items()]
+
+    def fetchone(self):
+        return {"age": self.oldest_s}
+
+
+def test_the_oldest_job_under_way_is_read_with_the_counts_in_one_checkout_and_is_0_when_none():
+    pool = Rows({"running": 2, "completed": 5}, 1234.5)
+    assert metrics.job_gauges(pool) == ({"running": 2, "completed": 5}, 1234.5)
+    assert pool.timeouts == [metrics.SCRAPE_DB_WAIT_S] and pool.sql[1] == metrics.OLDEST_ACTIVE_SQL
+    assert "admitted_at IS NULL" in metrics.OLDEST_ACTIVE_SQL  # a batch job waiting for its slot is not stuck
+    assert metrics.job_gauges(Rows({}, None)) == ({}, 0.0)  # min() over no row
+    assert [s.value for s in metrics.oldest_active_family(1234.5).samples] == [1234.5]
+
+
 class DownPool:
     """Postgres not answering, as psycopg reports it; notes how long it was asked to wait."""
 
@@ -95,6 +134,7 @@ class ScrapeCtx:
 def test_render_merges_the_files_with_the_scrape_time_metrics_and_survives_a_source_that_is_down():
     redis = fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
     redis.lpush("coordinator", "m")
+    announce(redis, "coordinator@w1", ["coordinator", "celery"], 15)
     metrics.count_events(["planning"])  # something in this process's files
     ctx = ScrapeCtx(redis, settings(metrics_dir=metrics.multiprocess_dir()))
     payload, content_type = metrics.render_metrics(ctx, metrics.ScrapeTargets(queues=["coordinator", "llm"], breakers=["tavily"]))
@@ -105,6 +145,7 @@ def test_render_merges_the_files_with_the_scrape_time_metrics_and_survives_a_sou
     assert ctx.pool.waits == [metrics.SCRAPE_DB_WAIT_S]  # not the API's 5 s or a worker's 30 s
     assert "finagent_jobs" not in families  # no made-up numbers when Postgres is down
     assert {s.labels["queue"]: s.value for s in families["finagent_queue_depth"].samples} == {"coordinator": 1, "llm": 0}
+    assert {s.labels["queue"]: s.value for s in families["finagent_queue_consumers"].samples} == {"coordinator": 1, "llm": 0}
     assert {s.labels["state"] for s in families["finagent_circuit_breaker_state"].samples} == {"closed", "open", "half_open"}
     events = [s for s in families["finagent_events_published"].samples if s.name.endswith("_total")]
     assert any(s.labels["type"] == "planning" and s.value >= 1 for s in events)
