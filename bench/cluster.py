@@ -11,7 +11,7 @@ with passwords and TLS (a CA made for the run, bench/cluster_tls.py).
     client  bench/cluster_client.py: jobs over HTTP with finagent.client, audited in the database and the tool ledger
 
 `.env` is the harness's (`cluster_env`): the passwords, the TLS URLs, the API key, Flower's basic auth, and the offline
-providers. Compose's container paths (`/data`, `/metrics`) become directories under the run's root, one per service,
+providers. Compose's container paths (`/data`) become directories under the run's root, one per service,
 with its named volumes shared per host as symlinks. Everything is removed on exit, on an exception, on SIGINT/SIGTERM,
 and (by its `fa-` prefix) whatever a crashed run left.
 
@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pydantic import BaseModel, Field
 
 from bench import cluster_net as net
+from bench import cluster_prometheus as prom
 from bench.cluster_client import JobCounts
 from bench.cluster_compose import ServiceDef, load_services
 from bench.cluster_faults import SCENARIOS, run_scenario
@@ -101,6 +102,9 @@ class ClusterReport(JobCounts):
     # per worker host and corpus: the BM25 index's watermark against Postgres's highest chunk id, and how many of the
     # client's rare words (each in one chunk) the host's index finds in that chunk
     keyword_index: dict[str, dict[str, dict[str, int]]] = Field(default_factory=dict)
+    # FinagentWorkerDown (ops/prometheus/alerts.yml) firing for the lost worker host, seen by the cluster's Prometheus
+    prometheus_alert_fired: bool | None = None
+    prometheus_alerts: list[dict[str, Any]] = Field(default_factory=list)
     restarts: dict[str, list[str]] = Field(default_factory=dict)  # service -> its exits, restarted by compose's policy
     services_lost: list[str] = Field(default_factory=list)  # stopped on purpose, with their host
     error: str | None = None
@@ -245,7 +249,38 @@ class Cluster:
                     self._start_app(host, svc)
         for name in APP_SERVICES:
             self._start_app(API, self.services[name])
+        self.progress("prometheus")
+        self._start_prometheus()
         self._supervisor.start()
+
+    def _start_prometheus(self) -> None:
+        hosts_of: dict[str, list[str]] = {}
+        for host_name, services in self.placement.items():
+            for service in services:
+                hosts_of.setdefault(service, []).append(host_name)
+        pdir = self.root / API.name / "prometheus"
+        pdir.mkdir(parents=True, exist_ok=True)
+        config = prom.write_config(REPO / "ops" / "prometheus" / "config" / "prometheus.yml", hosts_of, pdir / "prometheus.yml")
+        self._spawn(API, "prometheus", prom.argv(config, pdir / "data", API.address), {"PATH": SYSTEM_PATH}, pdir)
+        self._wait(API, "prometheus", [str(PYTHON), "-c", f"import urllib.request; urllib.request.urlopen("
+                                       f"'http://{API.address}:{prom.PORT}/-/ready', timeout=2)"], 60)
+
+    def alerts_json(self) -> str:
+        """Prometheus's /api/v1/alerts, asked from the API host."""
+        out = subprocess.run(["ip", "netns", "exec", API.name, str(PYTHON), "-c",
+                              f"import urllib.request; print(urllib.request.urlopen('http://{API.address}:{prom.PORT}"
+                              "/api/v1/alerts', timeout=5).read().decode())"], capture_output=True, text=True, timeout=30)
+        return out.stdout if out.returncode == 0 else "{}"
+
+    def wait_alert(self, name: str, instance_prefix: str, timeout_s: float) -> list[dict[str, Any]]:
+        """The alert's firing instances once Prometheus fires it for `instance_prefix` (empty if it did not in time)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = prom.firing(self.alerts_json(), name, instance_prefix)
+            if found:
+                return found
+            time.sleep(2.0)
+        return []
 
     def _supervise(self) -> None:
         """Compose's restart policy, as the container engine applies it: an app service that exited on its own is
@@ -460,6 +495,10 @@ def run(jobs: int = 4, timeout_s: float = 300.0, root: Path = DEFAULT_ROOT, keep
                 if scenarios is None or name in scenarios:
                     (progress or (lambda m: None))(f"scenario {name}")
                     report.scenarios[name] = run_scenario(cluster, name, scenario_jobs, timeout_s)
+            if "worker_host_lost" in report.scenarios:
+                lost = cluster.worker_hosts[0].name
+                report.prometheus_alerts = [a["labels"] for a in cluster.wait_alert("FinagentWorkerDown", f"{lost}:", 120)]
+                report.prometheus_alert_fired = bool(report.prometheus_alerts)
             report.services_down = cluster.services_down()
             report.restarts, report.services_lost = cluster.restarts, cluster.lost_services
     except ClusterError as exc:

@@ -48,6 +48,9 @@ def test_jobs_run_across_hosts_through_faults_and_nothing_is_left(can_run_cluste
         assert scenario["lost"] == 0 and scenario["duplicated"] == 0, (name, scenario)
         assert scenario["recovery_s"] is not None, (name, "the jobs caught by the fault never moved on")
     assert report.services_lost and all(s.startswith("fa-w1/") for s in report.services_lost)
+    # the cluster's Prometheus, with ops/prometheus's config and rules, fires FinagentWorkerDown for the lost host
+    assert report.prometheus_alert_fired, report.prometheus_alerts
+    assert all(a["instance"].startswith("fa-w1:") for a in report.prometheus_alerts)
     assert report.services_down == {}
     assert net.leftovers() == []
     assert not DEFAULT_ROOT.with_name("fa-cluster-test").exists()

@@ -27,7 +27,7 @@ def test_services_carry_the_anchors_environment_and_volumes():
     assert worker.is_worker and worker.command[:2] == ["finagent", "worker"]
     assert worker.environment["FINAGENT_DATABASE_URL"] == "postgresql://finagent:pw@postgres:5432/finagent"
     assert worker.environment["POSTGRES_PASSWORD"] == "pw"  # env_file
-    assert worker.volumes == {"/metrics": "metrics", "/data/keyword-index": "keywordindex"}
+    assert worker.volumes == {"/data/keyword-index": "keywordindex"}
     assert services["api"].environment["FINAGENT_API_KEYS"] == '["k"]'
     assert not services["beat"].is_worker and services["beat"].volumes == {"/data": "beatdata"}
 
