@@ -14,6 +14,7 @@ from agent.settings import get_settings
 from ops.cli import exit_codes
 from ops.cli.batch_runs import batch_app
 from ops.cli.eval import eval_app
+from ops.cli.redis_users import redis_app
 from ops.cli.statement_lines import statements_app
 from workers.topology import Queue
 
@@ -33,6 +34,7 @@ app.add_typer(ingest_app, name="ingest")
 app.add_typer(index_app, name="index")
 app.add_typer(eval_app, name="eval")
 app.add_typer(statements_app, name="statements")
+app.add_typer(redis_app, name="redis")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
