@@ -286,6 +286,19 @@ class Settings(BaseSettings):
     # events
     event_stream_maxlen: int = 1000
 
+    # logs (agent/infra/logs.py): `text` for a terminal, `json` one object per line with the job, task and request ids;
+    # the level of the API, the workers and beat (the CLI logs warnings unless it is set)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # OpenTelemetry traces from the API through Celery to each LLM and database call (agent/infra/tracing.py, extra
+    # `tracing`), sent where the standard OTEL_* environment says (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, ...)
+    tracing: bool = False
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level_any_case(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
     # HTTP API: keys clients send as `Authorization: Bearer <key>` or `X-API-Key`; required to bind off loopback
     api_keys: list[SecretStr] = Field(default_factory=list)
     api_max_body_bytes: int = Field(64 * 1024, ge=1024)  # a job submission

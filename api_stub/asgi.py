@@ -15,6 +15,7 @@ from api_stub import job_routes as jobs
 from api_stub.auth import require_key
 from api_stub.error_responses import error_responses
 from api_stub.limits import BodyLimitMiddleware, body_limit
+from api_stub.observability import RequestIdMiddleware, trace_when_built
 from api_stub.runtime import Runtime, runtime
 
 DESCRIPTION = """Research jobs over earnings calls, 10-K filings and news.
@@ -58,6 +59,8 @@ def create_app(rt: Runtime | None = None) -> FastAPI:
     app.state.runtime = rt
     errors.install(app)
     app.add_middleware(BodyLimitMiddleware, limit_for=lambda path: body_limit(rt.settings, path))
+    app.add_middleware(RequestIdMiddleware)  # added last, so outermost: a 413 and its log lines carry the id too
+    trace_when_built(app, lambda: rt.settings)
     app.include_router(health.router)
     # every protected route can answer 401, 422 for a malformed parameter or header (FastAPI's own 422 schema would
     # otherwise be documented), and 503 when Postgres or Redis is down

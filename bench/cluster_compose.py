@@ -6,7 +6,7 @@ command, environment (its `env_file` values under its `environment`) and volumes
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,13 +120,31 @@ def _volumes(raw: list[Any] | None, named: set[str]) -> dict[str, str]:
     return out
 
 
-def load_services(env: Mapping[str, str], path: Path = COMPOSE_FILE, only: set[str] | None = None) -> dict[str, ServiceDef]:
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Compose's merge of one service's definition from a later file: `environment` merged key by key, every other
+    key (command, healthcheck, ...) replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        if key == "environment":
+            out[key] = _as_env(base.get(key)) | _as_env(value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_services(env: Mapping[str, str], path: Path = COMPOSE_FILE, only: set[str] | None = None,
+                  overrides: Sequence[Path] = ()) -> dict[str, ServiceDef]:
     """Every service (or those in `only`; a `:?` in another service's definition then does not matter) with its
-    command, environment and named volumes as compose would give them under `env`. `env` is also the `env_file`."""
+    command, environment and named volumes as compose would give them under `env`, with `overrides` applied in order
+    as `docker compose -f path -f override ...` does. `env` is also the `env_file`."""
     doc = yaml.safe_load(path.read_text())  # the safe loader resolves anchors and `<<` merge keys
     named = set((doc.get("volumes") or {}).keys())
+    raws = dict(doc["services"])
+    for extra in overrides:
+        for name, raw in (yaml.safe_load(extra.read_text()).get("services") or {}).items():
+            raws[name] = _merge(raws.get(name, {}), raw)
     services = {}
-    for name, raw in doc["services"].items():
+    for name, raw in raws.items():
         if only is not None and name not in only:
             continue
         svc = _interpolate_tree(raw, env)

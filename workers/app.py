@@ -13,7 +13,7 @@ from kombu import pools
 from agent.infra.liveness import WATCHDOG_PERIOD_S
 from agent.services import celery_broker_url, service_urls
 from agent.settings import get_settings
-from workers import affinity, keyword_sync, signals  # noqa: F401  (CPU pinning; BM25 index sync; metrics, liveness)
+from workers import affinity, keyword_sync, signals, telemetry  # noqa: F401  (CPU pinning; BM25 index sync; metrics, liveness; logs, traces)
 from workers.pipelined_publish import BatchingCelery
 from workers.topology import RECOVER_ORPHANS, RESUME_STALLED, TASK_QUEUES, TASK_ROUTES, Queue, task_time_limits
 

@@ -11,6 +11,7 @@ EXTRAS = {
     "local-model": "the local embedding model",
     "report": "the plots of the batch report and the evals",
     "flower": "Flower",
+    "tracing": "OpenTelemetry traces, FINAGENT_TRACING=true",
 }
 
 

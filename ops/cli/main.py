@@ -50,7 +50,13 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                           help="Print the installed version and exit.")) -> None:
-    pass
+    from agent.infra import logs
+
+    try:
+        settings = get_settings()
+    except Exception:
+        return  # the command reports a bad setting itself, readably (main())
+    logs.configure_from(settings, level=logs.command_level(settings))
 
 
 def _print_json(data) -> None:
@@ -543,7 +549,10 @@ def api(host: str = "127.0.0.1", port: int = 8000):
     settings = get_settings()
     # the embedded stack gets local workers; with configured servers the workers are their own processes
     bootstrap(workers=not (settings.database_url and settings.redis_url))
-    uvicorn.run("api_stub.asgi:app", host=host, port=port)
+    from agent.infra import logs
+
+    logs.configure_from(settings)  # a server's level, not the command's; uvicorn's own lines go through it too
+    uvicorn.run("api_stub.asgi:app", host=host, port=port, log_config=None)
 
 
 @app.command()

@@ -31,6 +31,9 @@ def test_jobs_run_across_hosts_through_faults_and_nothing_is_left(can_run_cluste
 
     assert report.error is None, report.error
     assert report.by_client == {"http": 1, "celery": 1, "batch": 2}
+    # one Redis user per role (ops/redis, compose's overrides): the contract's user may not push to an internal queue
+    assert report.acl_refused_internal_push is True
+    assert report.other_key_404 is True  # jobs belong to the API key that created them
     assert report.completed == report.jobs == 4 and report.lost == 0 and report.duplicated == 0
     worker_hosts = {h.name for h in HOSTS if h.name.startswith("fa-w")}
     assert set(report.worker_hosts_used) <= worker_hosts, "a job ran somewhere other than a worker host"
