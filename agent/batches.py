@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 from agent.context import Context
 from agent.models.batch import BatchItem, BatchProgress, BatchReport
 from agent.models.job import FINAL_STATUSES, JobRequest, JobResult
+from agent.ownership import OPEN, Caller
 from agent.persistence import batchstore, jobstore
 from agent.submission import Dispatcher, InvalidRequest, cancel, check_question, check_request, create, known_tickers
 from finagent.models import BatchSummary
@@ -124,29 +125,31 @@ def read_file(path: Path, mode: str | None = None, max_bytes: int | None = None,
     return lines
 
 
-def validate_lines(ctx: Context, lines: list[BatchLine]) -> list[BatchLine]:
-    """The lines with those that fail the database's checks (unknown tickers) turned into invalid lines."""
+def validate_lines(ctx: Context, lines: list[BatchLine], caller: Caller = OPEN) -> list[BatchLine]:
+    """The lines with those that fail the database's checks (unknown tickers, a parent job `caller` may not see)
+    turned into invalid lines."""
     known = known_tickers(ctx)
     out = []
     for line in lines:
         if line.request is not None:
             try:
-                check_request(ctx, line.request, known)
+                check_request(ctx, line.request, known, caller)
             except InvalidRequest as exc:
                 line = BatchLine(line=line.line, error=str(exc), question=line.question)
         out.append(line)
     return out
 
 
-def create_batch(ctx: Context, dispatcher: Dispatcher, name: str, lines: list[BatchLine], retry_failed: bool = False) -> str:
-    """Submit the lines as batch `name` (created on first use) and return the batch id. Idempotent: a line whose
-    content already has a job in this batch keeps it; with `retry_failed`, a failed one gets a new job. When no line
-    is valid it raises NoValidLines and writes nothing."""
-    lines = validate_lines(ctx, lines)
+def create_batch(ctx: Context, dispatcher: Dispatcher, name: str, lines: list[BatchLine], retry_failed: bool = False,
+                 caller: Caller = OPEN) -> str:
+    """Submit the lines as `caller`'s batch `name` (created on first use; the batch and its jobs owned by `caller`)
+    and return the batch id. Idempotent: a line whose content already has a job in this batch keeps it; with
+    `retry_failed`, a failed one gets a new job. When no line is valid it raises NoValidLines and writes nothing."""
+    lines = validate_lines(ctx, lines, caller)
     if not any(line.request for line in lines):
         first = next((f"line {x.line}: {x.error}" for x in lines if x.error), "the batch is empty")
         raise NoValidLines(f"no valid question in the batch ({len(lines)} invalid lines; {first})")
-    batch_id = batchstore.upsert_batch(ctx.pool, name)
+    batch_id = batchstore.upsert_batch(ctx.pool, name, caller.owner)
     attempts = batchstore.previous_attempts(ctx.pool, batch_id)
     items = []
     for line in lines:
@@ -155,12 +158,12 @@ def create_batch(ctx: Context, dispatcher: Dispatcher, name: str, lines: list[Ba
         if line.request is not None:
             row["mode"] = line.request.mode.value if line.request.mode else None
             request = line.request.model_copy(update={"idempotency_key": f"batch:{batch_id}:{line.key}"})
-            job_id, created = create(ctx, dispatcher, request)
+            job_id, created = create(ctx, dispatcher, request, caller)
             if not created and retry_failed:
                 job = jobstore.load_job(ctx.pool, job_id)
                 if job is not None and job.status in RETRIED_STATUSES:
                     jobstore.release_idempotency_key(ctx.pool, job_id)
-                    job_id, _ = create(ctx, dispatcher, request)
+                    job_id, _ = create(ctx, dispatcher, request, caller)
                     row["attempts"] += 1
             row["job_id"] = job_id
         items.append(row)

@@ -115,7 +115,8 @@ class PhaseLimits(BaseModel):
 # the settings that hold a secret (a URL may carry a password): each may instead be read from the file that
 # FINAGENT_<NAME>_FILE names (Docker/Kubernetes secrets), which wins over FINAGENT_<NAME>
 SECRET_FILE_SETTINGS = ("database_url", "redis_url", "llm_api_key", "openai_api_key", "tavily_api_key", "api_keys",
-                        "flower_basic_auth")
+                        "admin_api_keys", "flower_basic_auth")
+KEY_LIST_SETTINGS = ("api_keys", "admin_api_keys")  # their file: a JSON list, or one key per line
 FILE_SUFFIX = "_FILE"
 
 
@@ -147,12 +148,12 @@ def secret_file_values(environ: Mapping[str, str]) -> dict[str, Any]:
         if not path:
             continue
         text = read_secret_file(variable, path)
-        if name == "api_keys" and text.startswith("["):
+        if name in KEY_LIST_SETTINGS and text.startswith("["):
             try:
                 values[name] = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise SecretFileError(f"{variable} names {path}, which is not a JSON list of keys: {exc.msg}") from None
-        elif name == "api_keys":
+        elif name in KEY_LIST_SETTINGS:
             values[name] = [k.strip() for k in text.splitlines() if k.strip()]
         else:
             values[name] = text
@@ -301,6 +302,8 @@ class Settings(BaseSettings):
 
     # HTTP API: keys clients send as `Authorization: Bearer <key>` or `X-API-Key`; required to bind off loopback
     api_keys: list[SecretStr] = Field(default_factory=list)
+    # keys that see and may act on every job and batch, whoever created it (agent/ownership.py); accepted as API keys
+    admin_api_keys: list[SecretStr] = Field(default_factory=list)
     api_max_body_bytes: int = Field(64 * 1024, ge=1024)  # a job submission
     api_max_batch_bytes: int = Field(4 * 1024 * 1024, ge=1024)  # a batch upload
     api_max_batch_lines: int = Field(5000, ge=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Protocol
 
 from agent.context import Context
@@ -15,6 +16,7 @@ from agent.failure_hints import suggest
 from agent.infra.events import publish, stream_key
 from agent.infra.unavailable import UNAVAILABLE_TYPES, unavailable
 from agent.models.job import FINAL_STATUSES, JobRequest, JobState
+from agent.ownership import OPEN, Caller, can_see, scoped_idempotency_key
 from agent.persistence import batchstore, jobstore
 from agent.retrieval.companies import load_companies
 from agent.retrieval.periods import impossible_periods
@@ -71,9 +73,9 @@ def known_tickers(ctx: Context) -> set[str]:
         return {c.ticker for c in load_companies(conn)}
 
 
-def check_request(ctx: Context, request: JobRequest, known: Collection[str] | None = None) -> None:
+def check_request(ctx: Context, request: JobRequest, known: Collection[str] | None = None, caller: Caller = OPEN) -> None:
     """Everything JobRequest's own validation cannot see: impossible periods in the question, tickers of companies
-    finagent does not know, a parent job that does not exist. Raises InvalidRequest."""
+    finagent does not know, a parent job that does not exist (or that `caller` may not see). Raises InvalidRequest."""
     check_question(request)
     if request.tickers:
         known = known_tickers(ctx) if known is None else known
@@ -82,30 +84,32 @@ def check_request(ctx: Context, request: JobRequest, known: Collection[str] | No
             hint = suggest(f"unknown tickers {', '.join(unknown)}:", known)
             raise InvalidRequest("tickers", f"unknown ticker{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
                                             "no company with that symbol has been ingested" + (f"; {hint.message}" if hint else ""))
-    if request.parent_job_id and jobstore.load_job(ctx.pool, request.parent_job_id) is None:
-        raise InvalidRequest("parent_job_id", f"no job {request.parent_job_id}")
+    if request.parent_job_id:
+        parent = jobstore.load_job(ctx.pool, request.parent_job_id)
+        if parent is None or not can_see(caller, parent.owner):
+            raise InvalidRequest("parent_job_id", f"no job {request.parent_job_id}")
 
 
 def _same_request(a: JobRequest, b: JobRequest) -> bool:
     return a.model_dump(exclude={"idempotency_key"}) == b.model_dump(exclude={"idempotency_key"})
 
 
-def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest) -> tuple[str, bool]:
-    """Persist the job before anything runs. The same idempotency key with the same request returns the same job
-    (created=False); with a different request it raises IdempotencyConflict; while another submission with the key
-    is still being made (saved and not yet started), RequestInFlight. A request that fails `check_request` raises
-    InvalidRequest and writes nothing."""
-    check_request(ctx, request)
+def create(ctx: Context, dispatcher: Dispatcher, request: JobRequest, caller: Caller = OPEN) -> tuple[str, bool]:
+    """Persist the job, owned by `caller`, before anything runs. The same idempotency key (from the same owner) with
+    the same request returns the same job (created=False); with a different request it raises IdempotencyConflict;
+    while another submission with the key is still being made (saved and not yet started), RequestInFlight. A request
+    that fails `check_request` raises InvalidRequest and writes nothing."""
+    check_request(ctx, request, caller=caller)
     key = request.idempotency_key
     if key is None:
-        job_id, created = jobstore.create_job(ctx.pool, JobState(request=request))
+        job_id, created = jobstore.create_job(ctx.pool, JobState(request=request), owner=caller.owner)
         if created:
             _announce_and_start(ctx, dispatcher, job_id, request.batch)
         return job_id, created
-    with jobstore.idempotency_claim(ctx.pool, key) as conn:
+    with jobstore.idempotency_claim(ctx.pool, scoped_idempotency_key(caller.owner, key)) as conn:
         if conn is None:
             raise RequestInFlight(key)
-        job_id, created = jobstore.create_job(ctx.pool, JobState(request=request), conn)
+        job_id, created = jobstore.create_job(ctx.pool, JobState(request=request), conn, owner=caller.owner)
         if created:
             _announce_and_start(ctx, dispatcher, job_id, request.batch)
             return job_id, True
@@ -171,23 +175,28 @@ def _publish_queued(ctx: Context, redis_client, job_id: str) -> None:
     publish(redis_client, job_id, "job_status", "queued", {"status": "queued"}, ctx.settings.event_stream_maxlen)
 
 
-def rerun_with_feedback(ctx: Context, dispatcher: Dispatcher, parent_id: str, feedback: str) -> tuple[str, bool]:
-    """A finished job re-run with feedback becomes a new job linked to it; its plan sees the feedback."""
-    parent = find_job(ctx, parent_id)
+def rerun_with_feedback(ctx: Context, dispatcher: Dispatcher, parent_id: str, feedback: str,
+                        caller: Caller = OPEN) -> tuple[str, bool]:
+    """A finished job re-run with feedback becomes a new job linked to it, owned by the parent's owner (an admin's
+    re-run of a key's job still belongs to that key); its plan sees the feedback. LookupError: no job `caller` may
+    see."""
+    parent = find_job(ctx, parent_id, caller)
     if parent.status not in FINAL_STATUSES:
         raise ValueError(f"job {parent_id} is still {parent.status}; feedback applies to finished jobs")
     request = parent.state.request.model_copy(update={"feedback": feedback, "parent_job_id": parent.id, "idempotency_key": None})
-    return create(ctx, dispatcher, JobRequest.model_validate(request.model_dump()))
+    # `caller` sees the parent, so it either owns it already or sees everything
+    return create(ctx, dispatcher, JobRequest.model_validate(request.model_dump()), replace(caller, owner=parent.owner))
 
 
-def find_job(ctx: Context, job_id: str) -> jobstore.JobRow:
-    """The job, or LookupError (a malformed id is simply not found)."""
+def find_job(ctx: Context, job_id: str, caller: Caller = OPEN) -> jobstore.JobRow:
+    """The job, or LookupError (a malformed id is simply not found, and so is another key's job: the same message
+    as for no job at all, so that a caller learns nothing of jobs it may not see)."""
     try:
         uuid.UUID(job_id)
     except ValueError:
         raise LookupError(f"no job {job_id}: not a job id") from None
     job = jobstore.load_job(ctx.pool, job_id)
-    if job is None:
+    if job is None or not can_see(caller, job.owner):
         raise LookupError(f"no job {job_id}")
     return job
 

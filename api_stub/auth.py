@@ -1,5 +1,6 @@
-"""API keys: `Authorization: Bearer <key>` or `X-API-Key: <key>`, checked in constant time; and the rule that
-the API binds off loopback only with keys configured."""
+"""API keys: `Authorization: Bearer <key>` or `X-API-Key: <key>`, checked in constant time, each making a caller
+that owns what it creates (admin keys see everything: agent/ownership.py); and the rule that the API binds off
+loopback only with keys configured."""
 from __future__ import annotations
 
 import hmac
@@ -9,6 +10,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
+from agent.ownership import OPEN, Caller, api_caller
 from agent.settings import Settings, env_var
 from api_stub.error_responses import ApiError
 from api_stub.runtime import Runtime, runtime
@@ -36,17 +38,33 @@ def presented_key(credentials: HTTPAuthorizationCredentials | None, header_key: 
     return header_key or None
 
 
+def keys_configured(settings: Settings) -> bool:
+    return bool(settings.api_keys or settings.admin_api_keys)
+
+
+def caller_for(key: str, api_keys: list[SecretStr], admin_keys: list[SecretStr]) -> Caller | None:
+    """The caller a presented key makes, or None for a key that is not configured. Both lists are compared whole,
+    whichever matches."""
+    is_admin = key_matches(key, admin_keys)
+    is_key = key_matches(key, api_keys)
+    return api_caller(key, is_admin) if is_admin or is_key else None
+
+
 def require_key(request: Request, rt: Runtime = Depends(runtime),
                 credentials: HTTPAuthorizationCredentials | None = Security(bearer),
-                header_key: str | None = Security(api_key_header)) -> None:
-    keys = rt.settings.api_keys
-    if not keys:
-        return
+                header_key: str | None = Security(api_key_header)) -> Caller:
+    """The request's caller (a route's dependency as well as the routers': FastAPI resolves it once a request).
+    With no keys configured every request is the open caller, which sees everything and owns nothing."""
+    settings = rt.settings
+    if not keys_configured(settings):
+        return OPEN
     key = presented_key(credentials, header_key)
     if key is None:
         raise ApiError(401, "an API key is required: send Authorization: Bearer <key> or X-API-Key: <key>", headers=CHALLENGE)
-    if not key_matches(key, keys):
+    caller = caller_for(key, settings.api_keys, settings.admin_api_keys)
+    if caller is None:
         raise ApiError(401, "the API key is not valid", headers={"WWW-Authenticate": 'Bearer realm="finagent", error="invalid_token"'})
+    return caller
 
 
 class BindRefused(ValueError):
@@ -64,6 +82,6 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, settings: Settings) -> None:
     """Refuse to serve off loopback without API keys: anyone who can reach the port could run jobs."""
-    if not is_loopback(host) and not settings.api_keys:
+    if not is_loopback(host) and not keys_configured(settings):
         raise BindRefused(f"refusing to bind the API to {host} without an API key: set {env_var('api_keys')} "
                           f"(e.g. '[\"<key>\"]') or bind to 127.0.0.1")

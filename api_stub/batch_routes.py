@@ -1,5 +1,6 @@
 """/v1/batches: upload a batch (JSONL, plain text, or a JSON list), list batches, read a batch's progress, stream its
-results as JSONL, cancel its unfinished jobs.
+results as JSONL, cancel its unfinished jobs. A batch and its jobs belong to the API key that uploaded it: another key
+is answered 404 (agent/ownership.py).
 
 The batch domain (parsing lines, creating the jobs on the batch queue, progress, items) is `agent.batches`;
 this module only moves bytes in and out of it.
@@ -17,8 +18,10 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from agent.models.batch import BatchProgress
+from agent.ownership import Caller, can_see, listing_owner
 from agent.settings import AnswerMode
 from agent.submission import RequestInFlight
+from api_stub.auth import require_key
 from api_stub.cursor import BadCursor, decode_cursor, encode_cursor
 from api_stub.error_responses import ApiError, error_responses
 from api_stub.runtime import Runtime, runtime
@@ -83,14 +86,17 @@ def _no_valid_lines(lines, exc: Exception) -> ApiError:
     return ApiError(422, str(exc), code="no_valid_lines", details=details)
 
 
-def _progress(rt: Runtime, batch_id: str) -> BatchProgress:
+def _progress(rt: Runtime, batch_id: str, caller: Caller) -> BatchProgress:
+    """The batch's progress, if `caller` may see it; else 404, as for a batch that does not exist."""
     from agent import batches
+    from agent.persistence import batchstore
 
     try:
         uuid.UUID(batch_id)
     except ValueError:
         raise ApiError(404, f"no batch {batch_id}: not a batch id") from None
-    progress = batches.batch_progress(rt.ctx.pool, batch_id)
+    row = batchstore.find_batch(rt.ctx.pool, batch_id)
+    progress = batches.batch_progress(rt.ctx.pool, batch_id) if row is not None and can_see(caller, row["owner"]) else None
     if progress is None:
         raise ApiError(404, f"no batch {batch_id}")
     return progress
@@ -98,7 +104,7 @@ def _progress(rt: Runtime, batch_id: str) -> BatchProgress:
 
 @router.post("", status_code=202, response_model=BatchSubmitted, openapi_extra={"requestBody": UPLOAD_BODY},
              responses=error_responses(400, 401, 409, 413, 415, 422), summary="Submit a batch of questions")
-async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
+async def submit_batch(request: Request, rt: Runtime = Depends(runtime), caller: Caller = Depends(require_key),
                        name: str | None = Query(None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
                                                 description="the batch's name; default: from the upload's content, so "
                                                             "uploading the same lines again returns the same batch"),
@@ -119,10 +125,10 @@ async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
         raise _no_valid_lines(parsed, batches.NoValidLines(f"no valid question in the batch ({len(parsed)} invalid lines)"))
 
     def create() -> tuple[str | None, list[batches.BatchLine]]:
-        checked = batches.validate_lines(rt.ctx, parsed)  # unknown tickers
+        checked = batches.validate_lines(rt.ctx, parsed, caller)  # unknown tickers
         if not any(x.request for x in checked):
             return None, checked
-        return batches.create_batch(rt.ctx, rt.dispatcher, batch_name, checked, retry_failed=retry_failed), checked
+        return batches.create_batch(rt.ctx, rt.dispatcher, batch_name, checked, retry_failed=retry_failed, caller=caller), checked
 
     try:
         batch_id, checked = await anyio.to_thread.run_sync(create)
@@ -137,7 +143,7 @@ async def submit_batch(request: Request, rt: Runtime = Depends(runtime),
 
 
 @router.get("", response_model=BatchPage, responses=error_responses(400, 401, 422), summary="List batches, newest first")
-def list_batches(rt: Runtime = Depends(runtime), limit: int = Query(20, ge=1, le=200),
+def list_batches(rt: Runtime = Depends(runtime), caller: Caller = Depends(require_key), limit: int = Query(20, ge=1, le=200),
                  cursor: str | None = Query(None, description="the next_cursor of the previous page")) -> BatchPage:
     """Each batch with its lines counted by status; paged with a cursor as GET /v1/jobs is."""
     from agent import batches
@@ -147,19 +153,19 @@ def list_batches(rt: Runtime = Depends(runtime), limit: int = Query(20, ge=1, le
         after = decode_cursor(cursor) if cursor else None
     except BadCursor as exc:
         raise ApiError(400, str(exc), code="bad_cursor", details=[ErrorDetail(loc=["query", "cursor"], msg=str(exc))]) from None
-    rows, next_position = batchstore.page_batches(rt.ctx.pool, limit, after)
+    rows, next_position = batchstore.page_batches(rt.ctx.pool, limit, after, listing_owner(caller))
     return BatchPage(items=[batches.batch_summary(r) for r in rows],
                      next_cursor=encode_cursor(next_position) if next_position else None)
 
 
 @router.post("/{batch_id}/cancel", status_code=202, response_model=BatchCancelled, responses=error_responses(401, 404, 409),
              summary="Cancel a batch's unfinished jobs")
-def cancel_batch(batch_id: BatchId, rt: Runtime = Depends(runtime)) -> BatchCancelled:
+def cancel_batch(batch_id: BatchId, rt: Runtime = Depends(runtime), caller: Caller = Depends(require_key)) -> BatchCancelled:
     """Every queued or running job of the batch stops at its next step with status `cancelled` (a job still waiting
     for a batch slot never runs); finished jobs keep their results. 409 if every job had already finished."""
     from agent import batches
 
-    progress = _progress(rt, batch_id)
+    progress = _progress(rt, batch_id, caller)
     asked, finished = batches.cancel_batch(rt.ctx, rt.dispatcher, progress.batch_id)
     if not asked:
         raise ApiError(409, f"batch {progress.batch_id} has no unfinished job ({finished} finished)", code="batch_finished",
@@ -169,17 +175,17 @@ def cancel_batch(batch_id: BatchId, rt: Runtime = Depends(runtime)) -> BatchCanc
 
 
 @router.get("/{batch_id}", response_model=BatchProgress, responses=error_responses(401, 404), summary="A batch's progress")
-def batch_progress(batch_id: BatchId, rt: Runtime = Depends(runtime)) -> BatchProgress:
-    return _progress(rt, batch_id)
+def batch_progress(batch_id: BatchId, rt: Runtime = Depends(runtime), caller: Caller = Depends(require_key)) -> BatchProgress:
+    return _progress(rt, batch_id, caller)
 
 
 @router.get("/{batch_id}/results", responses={200: {"content": {NDJSON: {}}, "description": "One BatchItem per line, in line order"},
                                               **error_responses(401, 404)},
             response_class=StreamingResponse, summary="A batch's results as JSON lines")
-def batch_results(batch_id: BatchId, rt: Runtime = Depends(runtime)) -> StreamingResponse:
+def batch_results(batch_id: BatchId, rt: Runtime = Depends(runtime), caller: Caller = Depends(require_key)) -> StreamingResponse:
     from agent import batches
 
-    _progress(rt, batch_id)
+    _progress(rt, batch_id, caller)
     items = batches.batch_items(rt.ctx.pool, batch_id)
 
     def lines() -> Iterator[str]:

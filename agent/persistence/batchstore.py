@@ -11,17 +11,24 @@ from agent.persistence.jobstore import PagePosition
 _ADMISSION_LOCK = 0x66626174
 
 
-def upsert_batch(pool, name: str) -> str:
+def upsert_batch(pool, name: str, owner: str | None = None) -> str:
+    """The batch `owner` (agent.ownership.owner_id; None: ownerless) has named `name`, created on first use: a name is
+    unique per owner (index batches_owner_name), so two API keys naming a batch alike make two batches."""
     with pool.connection() as conn:
         row = conn.execute(
-            "INSERT INTO batches (id, name) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET updated_at = now() RETURNING id",
-            (str(uuid.uuid4()), name)).fetchone()
+            "INSERT INTO batches (id, name, owner) VALUES (%s, %s, %s)"
+            " ON CONFLICT ((coalesce(owner, '')), name) DO UPDATE SET updated_at = now() RETURNING id",
+            (str(uuid.uuid4()), name, owner)).fetchone()
     return str(row["id"])
 
 
 def find_batch(pool, name_or_id: str) -> dict[str, Any] | None:
+    """The batch with this id, else the latest with this name (owners may share a name; the ownerless one first,
+    as the CLI names its batches)."""
     with pool.connection() as conn:
-        return conn.execute("SELECT * FROM batches WHERE name = %s OR id::text = %s", (name_or_id, name_or_id)).fetchone()
+        return conn.execute("SELECT * FROM batches WHERE name = %s OR id::text = %s"
+                            " ORDER BY id::text = %s DESC, owner IS NULL DESC, updated_at DESC LIMIT 1",
+                            (name_or_id, name_or_id, name_or_id)).fetchone()
 
 
 def latest_batches(pool, limit: int = 5) -> list[dict[str, Any]]:
@@ -29,21 +36,24 @@ def latest_batches(pool, limit: int = 5) -> list[dict[str, Any]]:
         return conn.execute("SELECT * FROM batches ORDER BY updated_at DESC LIMIT %s", (limit,)).fetchall()
 
 
-def page_batches(pool, limit: int = 20, after: PagePosition | None = None) -> tuple[list[dict[str, Any]], PagePosition | None]:
+def page_batches(pool, limit: int = 20, after: PagePosition | None = None, owner: str | None = None
+                 ) -> tuple[list[dict[str, Any]], PagePosition | None]:
     """Newest first, keyset-paginated on (created_at, id) as jobs are, each batch with its lines counted by status
-    ('invalid' for a line that made no job, 'queued' for a job not yet visible). Returns the rows and where the next
-    page starts (None on the last page)."""
+    ('invalid' for a line that made no job, 'queued' for a job not yet visible). `owner`: only that owner's batches
+    (None: every batch). Returns the rows and where the next page starts (None on the last page)."""
     with pool.connection() as conn:
         rows = conn.execute(
             "WITH page AS (SELECT id, name, created_at, updated_at FROM batches"
             "  WHERE (%(after_t)s::timestamptz IS NULL OR (created_at, id) < (%(after_t)s::timestamptz, %(after_id)s::uuid))"
+            "  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)"
             "  ORDER BY created_at DESC, id DESC LIMIT %(limit)s)"
             " SELECT p.id, p.name, p.created_at, p.updated_at, coalesce(c.counts, '{}'::jsonb) AS counts FROM page p"
             " LEFT JOIN LATERAL (SELECT jsonb_object_agg(s.status, s.n) AS counts FROM ("
             "   SELECT CASE WHEN i.error IS NOT NULL THEN 'invalid' ELSE coalesce(j.status, 'queued') END AS status, count(*) AS n"
             "   FROM batch_items i LEFT JOIN research_jobs j ON j.id = i.job_id WHERE i.batch_id = p.id GROUP BY 1) s) c ON true"
             " ORDER BY p.created_at DESC, p.id DESC",
-            {"limit": limit + 1, "after_t": after.created_at if after else None, "after_id": after.job_id if after else None},
+            {"limit": limit + 1, "owner": owner, "after_t": after.created_at if after else None,
+             "after_id": after.job_id if after else None},
         ).fetchall()
     page = rows[:limit]
     more = len(rows) > limit

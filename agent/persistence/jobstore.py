@@ -16,6 +16,7 @@ from agent.models.corpus import Period
 from agent.models.job import FINAL_STATUSES, JobResult, JobState, Outbox
 from agent.models.research import Evidence
 from agent.models.steps import StepKey, StepOutput
+from agent.ownership import scoped_idempotency_key
 
 
 def async_commit(conn) -> None:
@@ -34,6 +35,7 @@ class JobRow:
         self.error = row.get("error")
         self.parent_job_id = str(row["parent_job_id"]) if row.get("parent_job_id") else None
         self.question: str = row["question"]
+        self.owner: str | None = row.get("owner")  # agent.ownership.owner_id of the API key that created it
         self.cancel_requested = row.get("cancel_requested_at") is not None
         self.created_at: dt.datetime | None = row.get("created_at")
         self.updated_at: dt.datetime | None = row.get("updated_at")
@@ -63,22 +65,23 @@ def idempotency_claim(pool, key: str) -> Iterator[Any]:
                 conn.commit()
 
 
-def create_job(pool, state: JobState, conn=None) -> tuple[str, bool]:
-    """Insert a queued job (committed on return); with an idempotency key, an existing job with that key is returned
-    instead. `conn`: a connection of the caller's to do it on."""
+def create_job(pool, state: JobState, conn=None, owner: str | None = None) -> tuple[str, bool]:
+    """Insert a queued job owned by `owner` (committed on return); with an idempotency key, an existing job with that
+    key and owner is returned instead. `conn`: a connection of the caller's to do it on."""
     if conn is None:
         with pool.connection() as own:
-            return create_job(pool, state, own)
+            return create_job(pool, state, own, owner)
     req = state.request
+    key = scoped_idempotency_key(owner, req.idempotency_key) if req.idempotency_key is not None else None
     job_id = str(uuid.uuid4())
     row = conn.execute(
-        "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state, batch)"
-        " VALUES (%s, %s, %s, %s, 'queued', 'start', %s, %s)"
+        "INSERT INTO research_jobs (id, idempotency_key, parent_job_id, question, status, step, state, batch, owner)"
+        " VALUES (%s, %s, %s, %s, 'queued', 'start', %s, %s, %s)"
         " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
-        (job_id, req.idempotency_key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json")), req.batch),
+        (job_id, key, req.parent_job_id, req.question, Jsonb(state.model_dump(mode="json")), req.batch, owner),
     ).fetchone()
     if row is None:
-        job_id = str(conn.execute("SELECT id FROM research_jobs WHERE idempotency_key = %s", (req.idempotency_key,)).fetchone()["id"])
+        job_id = str(conn.execute("SELECT id FROM research_jobs WHERE idempotency_key = %s", (key,)).fetchone()["id"])
     conn.commit()
     return job_id, row is not None
 
@@ -320,20 +323,25 @@ class PagePosition(NamedTuple):
     job_id: str
 
 
+_PAGE_SQL = ("SELECT id, status, step, question, created_at, updated_at FROM research_jobs"
+             " WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))"
+             " AND (%(created_after)s::timestamptz IS NULL OR created_at > %(created_after)s::timestamptz)"
+             " AND (%(after_t)s::timestamptz IS NULL OR (created_at, id) < (%(after_t)s::timestamptz, %(after_id)s::uuid))")
+# a plain `owner = ...` (not `IS NULL OR`), so that a key's page is read from its own index, research_jobs_owner
+_OWNER_SQL = " AND owner = %(owner)s"
+_PAGE_ORDER_SQL = " ORDER BY created_at DESC, id DESC LIMIT %(limit)s"
+
+
 def page_jobs(pool, limit: int = 20, statuses: list[str] | None = None, created_after: dt.datetime | None = None,
-              after: PagePosition | None = None) -> tuple[list[dict], PagePosition | None]:
-    """Newest first, keyset-paginated on (created_at, id) (index research_jobs_created): a page never repeats or
-    skips a job however many are created while a client pages. Returns the rows and where the next page starts
-    (None on the last page)."""
+              after: PagePosition | None = None, owner: str | None = None) -> tuple[list[dict], PagePosition | None]:
+    """Newest first, keyset-paginated on (created_at, id) (index research_jobs_created, or research_jobs_owner for
+    one owner's): a page never repeats or skips a job however many are created while a client pages. `owner`: only
+    that owner's jobs (None: every job). Returns the rows and where the next page starts (None on the last page)."""
+    sql = _PAGE_SQL + (_OWNER_SQL if owner is not None else "") + _PAGE_ORDER_SQL
     with pool.connection() as conn:
         rows = conn.execute(
-            "SELECT id, status, step, question, created_at, updated_at FROM research_jobs"
-            " WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))"
-            " AND (%(created_after)s::timestamptz IS NULL OR created_at > %(created_after)s::timestamptz)"
-            " AND (%(after_t)s::timestamptz IS NULL OR (created_at, id) < (%(after_t)s::timestamptz, %(after_id)s::uuid))"
-            " ORDER BY created_at DESC, id DESC LIMIT %(limit)s",
-            {"statuses": statuses or None, "created_after": created_after, "limit": limit + 1,
-             "after_t": after.created_at if after else None, "after_id": after.job_id if after else None},
+            sql, {"statuses": statuses or None, "created_after": created_after, "limit": limit + 1, "owner": owner,
+                  "after_t": after.created_at if after else None, "after_id": after.job_id if after else None},
         ).fetchall()
     page = rows[:limit]
     more = len(rows) > limit

@@ -38,7 +38,8 @@ TAVILY_KEY = f"tvly-dev-plantedTAVILY{TAG}0003"
 API_KEY = f"api-planted-{TAG}-0004"
 FLOWER_PASSWORD = f"flowerpw{TAG}0005"
 PG_PASSWORD = f"pgpw{TAG}0006"
-PLANTED = [LLM_KEY, OPENAI_KEY, TAVILY_KEY, API_KEY, FLOWER_PASSWORD, PG_PASSWORD]
+ADMIN_KEY = f"admin-planted-{TAG}-0007"
+PLANTED = [LLM_KEY, OPENAI_KEY, TAVILY_KEY, API_KEY, FLOWER_PASSWORD, PG_PASSWORD, ADMIN_KEY]
 
 
 def leaks(text: str) -> list[str]:
@@ -131,6 +132,7 @@ def scenario(ctx, sample_corpus, workers, tmp_path_factory) -> Iterator[Scenario
     planted_env = {
         "FINAGENT_LLM_API_KEY": LLM_KEY, "OPENAI_API_KEY": OPENAI_KEY, "FINAGENT_OPENAI_API_KEY": OPENAI_KEY,
         "FINAGENT_TAVILY_API_KEY": TAVILY_KEY, "FINAGENT_API_KEYS": json.dumps([API_KEY]),
+        "FINAGENT_ADMIN_API_KEYS": json.dumps([ADMIN_KEY]),
         "FINAGENT_FLOWER_BASIC_AUTH": f"ops:{FLOWER_PASSWORD}", "FINAGENT_DATABASE_URL": database_url_with_password(ctx.database_url),
     }
     with EchoingLLM(seed=3) as llm, tavily_server(401, {"detail": {"error": f"Unauthorized: invalid API key {TAVILY_KEY}"}}) as tavily:
@@ -167,7 +169,8 @@ def run_api(ctx, env: dict[str, str], log_dir: Path, jobs: dict[str, Any]) -> tu
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api_stub.asgi:app", "--host", "127.0.0.1", "--port", str(port),
                              "--log-level", "debug"], env=api_env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    good = {"Authorization": f"Bearer {API_KEY}"}
+    # the jobs were made without a key (not through the API): over HTTP only an admin key reads them
+    good = {"Authorization": f"Bearer {ADMIN_KEY}"}
     responses: list[str] = []
     try:
         deadline = time.monotonic() + 60
@@ -183,6 +186,7 @@ def run_api(ctx, env: dict[str, str], log_dir: Path, jobs: dict[str, Any]) -> tu
                 responses.append(c.get(f"/v1/jobs/{job.id}", headers=good).text)
                 responses.append(c.get(f"/v1/jobs/{job.id}/events", headers=good).text)
             responses.append(c.get("/v1/jobs", headers=good).text)
+            responses.append(c.get("/v1/jobs", headers={"X-API-Key": API_KEY}).text)
             # a caller that sends a secret where it does not belong gets an error that does not repeat it
             for bad in ({"Authorization": f"Bearer {LLM_KEY}"}, {"X-API-Key": TAVILY_KEY}, {"Authorization": f"Basic ops:{FLOWER_PASSWORD}"}):
                 r = c.get("/v1/jobs", headers=bad)

@@ -32,11 +32,12 @@ def test_the_file_wins_over_the_plain_variable(tmp_path, monkeypatch):
     assert Settings(data_dir=tmp_path).database_url == "postgresql://finagent:pw@db-from-file.invalid/finagent"
 
 
+@pytest.mark.parametrize("name", ["api_keys", "admin_api_keys"])
 @pytest.mark.parametrize("text", ['["key-one", "key-two"]\n', "key-one\n\nkey-two\n"])
-def test_api_keys_as_a_json_list_or_one_per_line(tmp_path, monkeypatch, text):
+def test_api_keys_as_a_json_list_or_one_per_line(tmp_path, monkeypatch, text, name):
     (tmp_path / "keys").write_text(text)
-    monkeypatch.setenv("FINAGENT_API_KEYS_FILE", str(tmp_path / "keys"))
-    assert [k.get_secret_value() for k in Settings(data_dir=tmp_path).api_keys] == ["key-one", "key-two"]
+    monkeypatch.setenv(env_var(name) + "_FILE", str(tmp_path / "keys"))
+    assert [k.get_secret_value() for k in getattr(Settings(data_dir=tmp_path), name)] == ["key-one", "key-two"]
 
 
 def test_a_missing_unreadable_empty_or_broken_file_is_one_line_naming_variable_and_file(tmp_path):

@@ -9,10 +9,11 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from agent.ownership import OPEN, owner_id
 from agent.settings import Settings
 from api_stub import auth
 from api_stub.asgi import create_app
-from api_stub.auth import BindRefused, check_bind, is_loopback, key_matches
+from api_stub.auth import BindRefused, caller_for, check_bind, is_loopback, key_matches
 from api_stub.runtime import Runtime
 
 KEYS = [SecretStr("first-key"), SecretStr("second-key"), SecretStr("third-key")]
@@ -60,6 +61,32 @@ def test_a_valid_key_in_either_header_passes_auth(client):
     for headers in ({"Authorization": "Bearer second-key"}, {"X-API-Key": "third-key"}):
         resp = client.post("/v1/jobs", json={"question": ""}, headers=headers)
         assert resp.status_code == 422, resp.text
+
+
+def test_each_accepted_key_is_a_caller_owning_what_it_creates():
+    admins = [SecretStr("admin-key")]
+    first = caller_for("first-key", KEYS, admins)
+    assert first is not None and first.owner == owner_id("first-key") and not first.sees_all
+    admin = caller_for("admin-key", KEYS, admins)
+    assert admin is not None and admin.owner == owner_id("admin-key") and admin.sees_all
+    # a key in both lists is an admin; a key in neither is refused
+    both = caller_for("second-key", KEYS, [SecretStr("second-key")])
+    assert both is not None and both.sees_all
+    assert caller_for("admin-ke", KEYS, admins) is None and caller_for("first-key", [], []) is None
+
+
+def test_an_admin_key_alone_turns_authentication_on():
+    client = TestClient(create_app(Runtime(settings=Settings(api_keys=[], admin_api_keys=[SecretStr("admin-key")]))))
+    assert client.post("/v1/jobs", json={"question": ""}).status_code == 401
+    assert client.post("/v1/jobs", json={"question": ""}, headers={"X-API-Key": "admin-key"}).status_code == 422
+    check_bind("0.0.0.0", Settings(api_keys=[], admin_api_keys=[SecretStr("admin-key")]))
+
+
+def test_no_keys_configured_is_the_open_caller():
+    from api_stub.auth import require_key
+
+    rt = Runtime(settings=Settings(api_keys=[], admin_api_keys=[]))
+    assert require_key(None, rt, None, None) is OPEN  # type: ignore[arg-type]
 
 
 def test_health_checks_need_no_key(client):

@@ -32,7 +32,7 @@ def test_the_index_a_concurrent_build_names():
 
 def test_the_shipped_index_rebuilds_run_concurrently_and_outside_a_transaction():
     migrations = dict(available())
-    for version in ("0004_transcript_hnsw_m32", "0008_statement_pages", "0009_transcript_hnsw_m24"):
+    for version in ("0004_transcript_hnsw_m32", "0008_statement_pages", "0009_transcript_hnsw_m24", "0016_owners"):
         sql = migrations[version]
         assert not is_transactional(sql), version
         creates = [s for s in statements(sql) if s.upper().startswith("CREATE INDEX")]

@@ -163,8 +163,8 @@ class _Recorder:
 def _submission(monkeypatch, publish):
     from agent import submission
 
-    monkeypatch.setattr(submission, "check_request", lambda ctx, request: None)
-    monkeypatch.setattr(submission.jobstore, "create_job", lambda pool, state: ("job-1", True))
+    monkeypatch.setattr(submission, "check_request", lambda ctx, request, **_: None)
+    monkeypatch.setattr(submission.jobstore, "create_job", lambda pool, state, **_: ("job-1", True))
     monkeypatch.setattr(submission, "publish", publish)
     return submission
 
