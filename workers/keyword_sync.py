@@ -65,7 +65,7 @@ def consumed_queues(consumer: Any) -> list[str]:
     """The queue names a worker's consumer (worker_ready's sender) reads: its `-Q`, or every queue without one."""
     try:
         return list(consumer.app.amqp.queues.consume_from)
-    except AttributeError:
+    except (AttributeError, TypeError):
         return []
 
 

@@ -21,6 +21,7 @@ from agent.infra import liveness, metrics, metrics_server, queue_consumers
 from agent.redact import install_log_redaction
 from agent.settings import Settings
 from workers.deadlines import Deadline, DeadlineEnforcer, pool_ignores_limits
+from workers.keyword_sync import consumed_queues
 from workers.topology import Queue
 
 log = logging.getLogger(__name__)
@@ -90,21 +91,13 @@ def _task_postrun(task_id: str | None = None, task: Any = None, state: str | Non
                 log.warning("could not release %s", task_id, exc_info=True)
 
 
-def _consumed_queues(sender: Any) -> list[str]:
-    """The queues this worker was started on (-Q): the consumer's app selected them."""
-    try:
-        return sorted(sender.app.amqp.queues.consume_from)
-    except (AttributeError, TypeError):
-        return []
-
-
 @signals.worker_ready.connect(dispatch_uid="finagent-liveness-heartbeat")
 def _start_heartbeat(sender: Any = None, **_: Any) -> None:
     hostname = getattr(sender, "hostname", None)
     if not hostname:
         return
     node = _incarnation(hostname)
-    queues = _consumed_queues(sender)
+    queues = sorted(consumed_queues(sender))
 
     def run() -> None:
         while True:
