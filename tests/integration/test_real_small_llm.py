@@ -36,7 +36,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.llamacpp]
 MODEL = "smollm2-135m"
 CALL_TIMEOUT_S = 300  # a CPU-only server answers one request at a time; a long prompt takes tens of seconds
 # the broker must outlast the longest task's hard limit, which grows with the LLM timeout (agent/time_limits.py)
-VISIBILITY_TIMEOUT_S = 1500
+VISIBILITY_TIMEOUT_S = 3000
+# llama.cpp's threads wait for each other by spinning: with one per core, any busy worker process stalls them all (a
+# 20 s planner call took over 300 s in CI). One thread leaves a core to the stack under test.
+LLAMA_THREADS = max(1, (os.cpu_count() or 2) - 1)
 
 
 def bundled_gguf() -> Path:
@@ -58,7 +61,7 @@ def llama_server(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_gguf()), "--model_alias", MODEL,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(os.cpu_count() or 2)]
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(LLAMA_THREADS)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
@@ -132,14 +135,15 @@ def test_the_openai_form_is_rejected_and_steps_down_on_its_own(llama_server):
 
 
 def real_model_workers(workers_with, url: str, **env: str) -> None:
-    workers_with(FINAGENT_LLM_PROVIDER="openai", FINAGENT_LLM_BASE_URL=url, FINAGENT_LLM_TEMPERATURE="0",
+    workers_with(**{**dict(
+                 FINAGENT_LLM_PROVIDER="openai", FINAGENT_LLM_BASE_URL=url, FINAGENT_LLM_TEMPERATURE="0",
                  FINAGENT_LLM_TIMEOUT_S=str(CALL_TIMEOUT_S), FINAGENT_BROKER_VISIBILITY_TIMEOUT_S=str(VISIBILITY_TIMEOUT_S),
                  FINAGENT_MAX_TOOL_RETRIES="0", FINAGENT_LLM_CACHE_TTL_S="0",
                  # a 135M model may write a JSON list until its context is full: at a few tokens a second on a busy
                  # machine that is minutes per call; short replies keep the job, and the test, within minutes
                  FINAGENT_LLM_JSON_MAX_TOKENS="400", FINAGENT_LLM_ANSWER_MAX_TOKENS="400",
                  FINAGENT_TOP_K_PER_QUARTER="2", FINAGENT_LLM_MODELS__PLANNER=MODEL, FINAGENT_LLM_MODELS__GENERATOR=MODEL,
-                 FINAGENT_LLM_MODELS__EVALUATOR=MODEL, **env)
+                 FINAGENT_LLM_MODELS__EVALUATOR=MODEL), **env})
 
 
 def transcript_tickers(sample_corpus) -> list[str]:
@@ -148,16 +152,18 @@ def transcript_tickers(sample_corpus) -> list[str]:
                    if "transcripts" in Path(f.path).parts})
 
 
-@pytest.mark.timeout(900)  # four calls of this model (plan, extract, compose, evaluate), each up to minutes on a busy machine
+@pytest.mark.timeout(900)  # a handful of calls of this model (plan, extracts, compose), each up to minutes on a busy machine
 def test_a_question_naming_its_company_by_ticker_completes_with_a_cited_answer(ctx, sample_corpus, workers_with, llama_server):
     """No tickers in the request: whatever this model plans (no company, a name in the ticker field, no search phrases),
     the plan is repaired from the question (its ticker; its words for search phrases), the company's calls are searched
     and the job completes with a cited answer: where this model extracts no finding from passages that state the figure,
     or composes without markers, the extractive provider's cited findings and answer stand in (LLM_GROUNDING_FALLBACK)."""
-    real_model_workers(workers_with, llama_server, FINAGENT_TENK_MAX_ITERATIONS="1")  # one 10-K round, if it plans one
+    # a call that times out (a stalled server) is sent once more; the calls route only: the 10-K agent's roles over HTTP
+    # are covered by test_eval_answers's endpoint test, and each of this model's calls costs tens of seconds of CI
+    real_model_workers(workers_with, llama_server, FINAGENT_MAX_TOOL_RETRIES="1")
     ticker = transcript_tickers(sample_corpus)[-1]
     job, events = submit_and_follow(ctx, JobRequest(question=f"What was {ticker}'s revenue last quarter?", mode="direct",
-                                                    max_iterations=1), timeout_s=840)
+                                                    max_iterations=1, strategy="transcripts_first"), timeout_s=840)
     planning = next((e.data for e in events if e.type == "planning"), {})
     print(f"SmolLM2-135M planned {planning}; trace={job.state.reasoning_trace}; calls "
           f"{[(r['call_key'], round(r['duration_ms'] / 1000)) for r in load_ledger(ctx.pool, job.id)]}")
