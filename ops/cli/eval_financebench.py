@@ -124,7 +124,8 @@ def plot_png(report: RetrievalReport) -> bytes:
     ax.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("recall")
-    ax.set_title(f"FinanceBench evidence-page retrieval ({report.evaluated} questions; goals: R@15 {GOALS['filtered']} filtered, {GOALS['shared']} shared)")
+    goals = f"R@15 {GOALS['filtered']} filtered, {GOALS['shared']} shared"
+    ax.set_title(f"FinanceBench evidence-page retrieval ({report.evaluated} questions; goals: {goals})")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     FigureCanvasAgg(fig)
