@@ -42,8 +42,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def vectors():
-    """Torch reference vectors and the product's ONNX embedder at the default precision (float weights), its model in
-    the default cache as in use (built by ops/setup.sh; exported here first if missing, about 20 s)."""
+    """Torch reference vectors and the product's ONNX embedder at the default precision, its model in the default
+    cache as in use (built by ops/setup.sh; exported here first if missing, about 20 s)."""
     from agent.providers.embeddings import LocalEmbedder
     from agent.settings import Settings
 
@@ -52,14 +52,14 @@ def vectors():
 
 
 def test_vectors_match_torch(vectors):
-    """Float weights give torch's vectors up to rounding (int8 ones are about 0.99 apart: docs/benchmarks.md)."""
+    """Float weights give torch's vectors up to rounding; int8 ones are about 0.99 apart (docs/benchmarks.md)."""
     reference, onnx = vectors
     got = onnx.embed(TEXTS)
-    assert onnx.quantize == "none"
     assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     cos = (got * reference).sum(axis=1)
-    assert cos.min() >= 0.999, cos
+    assert cos.mean() >= (0.99 if onnx.quantize == "int8" else 0.9999), cos
+    assert cos.min() >= (0.97 if onnx.quantize == "int8" else 0.999), cos
 
 
 def test_order_survives_length_buckets(vectors):
