@@ -135,15 +135,17 @@ def test_the_openai_form_is_rejected_and_steps_down_on_its_own(llama_server):
 
 
 def real_model_workers(workers_with, url: str, **env: str) -> None:
-    workers_with(**{**dict(
-                 FINAGENT_LLM_PROVIDER="openai", FINAGENT_LLM_BASE_URL=url, FINAGENT_LLM_TEMPERATURE="0",
-                 FINAGENT_LLM_TIMEOUT_S=str(CALL_TIMEOUT_S), FINAGENT_BROKER_VISIBILITY_TIMEOUT_S=str(VISIBILITY_TIMEOUT_S),
-                 FINAGENT_MAX_TOOL_RETRIES="0", FINAGENT_LLM_CACHE_TTL_S="0",
-                 # a 135M model may write a JSON list until its context is full: at a few tokens a second on a busy
-                 # machine that is minutes per call; short replies keep the job, and the test, within minutes
-                 FINAGENT_LLM_JSON_MAX_TOKENS="400", FINAGENT_LLM_ANSWER_MAX_TOKENS="400",
-                 FINAGENT_TOP_K_PER_QUARTER="2", FINAGENT_LLM_MODELS__PLANNER=MODEL, FINAGENT_LLM_MODELS__GENERATOR=MODEL,
-                 FINAGENT_LLM_MODELS__EVALUATOR=MODEL), **env})
+    """Workers on this model; `env` adds to or overrides the settings below."""
+    defaults = dict(
+        FINAGENT_LLM_PROVIDER="openai", FINAGENT_LLM_BASE_URL=url, FINAGENT_LLM_TEMPERATURE="0",
+        FINAGENT_LLM_TIMEOUT_S=str(CALL_TIMEOUT_S), FINAGENT_BROKER_VISIBILITY_TIMEOUT_S=str(VISIBILITY_TIMEOUT_S),
+        FINAGENT_MAX_TOOL_RETRIES="0", FINAGENT_LLM_CACHE_TTL_S="0",
+        # a 135M model may write a JSON list until its context is full: at a few tokens a second on a busy
+        # machine that is minutes per call; short replies keep the job, and the test, within minutes
+        FINAGENT_LLM_JSON_MAX_TOKENS="400", FINAGENT_LLM_ANSWER_MAX_TOKENS="400",
+        FINAGENT_TOP_K_PER_QUARTER="2", FINAGENT_LLM_MODELS__PLANNER=MODEL, FINAGENT_LLM_MODELS__GENERATOR=MODEL,
+        FINAGENT_LLM_MODELS__EVALUATOR=MODEL)
+    workers_with(**(defaults | env))
 
 
 def transcript_tickers(sample_corpus) -> list[str]:
