@@ -26,7 +26,7 @@ RUN pip install --no-cache-dir --require-hashes --extra-index-url https://downlo
 COPY --from=wheels /wheels /tmp/wheels
 # the projects themselves as wheels, not editable: the image holds no source tree
 RUN pip install --no-cache-dir --no-deps /tmp/wheels/*.whl && rm -r /tmp/wheels
-# the local embedding model, exported to ONNX (and quantised) now, as ops/setup.sh does, so that no container
+# the local embedding model, exported to ONNX at its default precision now, as ops/setup.sh does, so that no container
 # exports it at its first embedding; outside /data, which is a volume. Owned by the app user: a service whose
 # EMBEDDING_QUANTIZE differs from the default exports its own variant there at first use.
 ENV FINAGENT_MODEL_CACHE_DIR=/opt/finagent/models

@@ -227,9 +227,9 @@ class Settings(BaseSettings):
     embedding_batch_size: int = 64
     # the local model's runtime: onnx (ONNX Runtime, agent/providers/onnx_embedder.py) or torch (sentence-transformers)
     embedding_backend: Literal["onnx", "torch"] = "onnx"
-    # onnx only. int8 ingests ~1.5x faster than float weights but keeps ~91% of their top 15: on FinanceBench filings
-    # float vectors find more evidence pages (docs/operators.md, "Embedding precision")
-    embedding_quantize: Literal["int8", "none"] = "int8"
+    # onnx only. Float weights by default: int8 ingests ~1.4x faster but keeps ~91% of their top 15, and on filings
+    # finds fewer evidence pages (docs/operators.md, "Embedding precision")
+    embedding_quantize: Literal["int8", "none"] = "none"
     embedding_threads: int = Field(0, ge=0)  # onnx batches run at once in a process; 0: one per CPU core
     # an ingest writing at least this many chunks to a table, and at least as many as it holds, drops the table's
     # vector index and builds it after its last write (agent/ingest/vector_index.py); a huge value turns that off

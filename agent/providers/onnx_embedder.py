@@ -190,7 +190,7 @@ class OnnxEmbedder:
     _runtimes: dict[tuple[Path, int], _Runtime] = {}
     _lock = threading.Lock()
 
-    def __init__(self, quantize: Quantize = "int8", threads: int = 0, cache_dir: Path | None = None,
+    def __init__(self, quantize: Quantize = "none", threads: int = 0, cache_dir: Path | None = None,
                  batch_size: int = BATCH_SIZE):
         self.quantize = quantize
         self.threads = threads or os.cpu_count() or 1

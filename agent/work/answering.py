@@ -36,19 +36,23 @@ class Compressed(BaseModel):
     summary: str | None = None
 
 
-def compress(evidence: list[Evidence], max_tokens: int) -> Compressed:
-    kept, summary = fit_budget(evidence, max_tokens)
+def compress(evidence: list[Evidence], max_tokens: int, cited: set[str] | frozenset[str] = frozenset()) -> Compressed:
+    kept, summary = fit_budget(evidence, max_tokens, cited)
     keys = {e.citation_key for e in kept}
     return Compressed(kept=kept, summarised=[e.citation_key for e in evidence if e.citation_key not in keys], summary=summary)
 
 
-def fit_budget(evidence: list[Evidence], max_tokens: int) -> tuple[list[Evidence], str | None]:
-    """Context compression: keep the newest and best evidence that fits the mode's token budget (about four
-    characters a token) and fold the older rest into a short working-memory summary, naming each passage's period."""
+def fit_budget(evidence: list[Evidence], max_tokens: int,
+               cited: set[str] | frozenset[str] = frozenset()) -> tuple[list[Evidence], str | None]:
+    """Context compression: keep the passages the current answer cites (`cited`, its working set), then the newest
+    and best evidence that fits the mode's token budget (about four characters a token), and fold the older rest
+    into a short working-memory summary, naming each passage's period. The cited passages go first because a round's
+    new evidence is often weaker: newest-first alone let it push out the passages the answer stood on, and the next
+    answer lost the figures it had."""
     budget_chars = max_tokens * 4
     kept: list[Evidence] = []
     used = 0
-    for ev in sorted(evidence, key=lambda e: (-e.iteration, -e.score)):
+    for ev in sorted(evidence, key=lambda e: (e.citation_key not in cited, -e.iteration, -e.score)):
         if used + len(ev.text) > budget_chars and kept:
             continue
         kept.append(ev)
@@ -66,7 +70,8 @@ def run_extract(llm: LLMProvider, state: JobState, scope: str, evidence: list[Ev
     """Findings from all of one scope's evidence: what fits the budget verbatim, the rest as a summary."""
     assert state.plan is not None and state.limits is not None
     per_scope = {"direct": 3, "standard": 4, "detailed": 5, "deep_search": 6}[state.plan.answer_mode.value]
-    packed = compress(group_by_scope(evidence).get(scope, []), state.limits.max_tokens)
+    cited = {c.citation_key for c in state.answer.citations} if state.answer else set()
+    packed = compress(group_by_scope(evidence).get(scope, []), state.limits.max_tokens, cited)
     findings, usage = llm.extract(ExtractRequest(
         question=state.request.question, reasoning=state.plan.reasoning, scope=scope, evidence=packed.kept,
         markers=markers, max_findings=per_scope, budget_note=budget_note))

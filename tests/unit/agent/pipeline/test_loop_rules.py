@@ -290,6 +290,18 @@ def test_compression_keeps_the_newest_evidence_and_lists_what_it_summarised():
     assert packed.summarised == [f"transcript:{i}" for i in (2, 3, 4, 5)] and packed.summary.startswith("4 lower-ranked")
 
 
+def test_compression_keeps_the_passages_the_answer_cites_before_newer_ones():
+    """A round's new evidence does not push out what the current answer stands on: its cited passages stay verbatim,
+    whatever their round, and the newest fill the rest of the budget."""
+    from agent.work.answering import compress
+
+    old = [ev(i, "x" * 900, 0.9).model_copy(update={"iteration": 1}) for i in range(1, 6)]
+    new = [ev(i, "y" * 900, 0.1).model_copy(update={"iteration": 2}) for i in range(6, 11)]
+    packed = compress(old + new, max_tokens=1000, cited={"transcript:4", "transcript:5"})  # room for four
+    assert sorted(e.chunk_id for e in packed.kept) == [4, 5, 6, 7]
+    assert "transcript:4" not in packed.summarised and len(packed.summarised) == 6
+
+
 def test_a_company_with_filings_and_no_calls_is_searched_in_its_filings():
     from agent.pipeline.inputs import Availability
 

@@ -111,15 +111,15 @@ def test_make_embedder_hash_is_cached_hash():
     assert e.name == "hash"
 
 
-def test_make_embedder_local_defaults_to_onnx_int8_and_loads_nothing_yet(tmp_path):
+def test_make_embedder_local_defaults_to_onnx_float_and_loads_nothing_yet(tmp_path):
     from agent.providers.onnx_embedder import OnnxEmbedder
 
     e = make_embedder(Settings(embedding_provider="local", model_cache_dir=tmp_path))
     assert isinstance(e.inner, OnnxEmbedder)
-    assert (e.inner.quantize, e.name, e.inner.cache_dir) == ("int8", "all-MiniLM-L6-v2:int8", tmp_path)
+    assert (e.inner.quantize, e.name, e.inner.cache_dir) == ("none", "all-MiniLM-L6-v2", tmp_path)
     assert list(tmp_path.iterdir()) == []  # the model is exported on first use, not when the embedder is made
-    none = make_embedder(Settings(embedding_provider="local", embedding_quantize="none", embedding_threads=1))
-    assert (none.name, none.inner.threads) == ("all-MiniLM-L6-v2", 1)
+    int8 = make_embedder(Settings(embedding_provider="local", embedding_quantize="int8", embedding_threads=1))
+    assert (int8.name, int8.inner.threads) == ("all-MiniLM-L6-v2:int8", 1)
 
 
 def test_make_embedder_torch_backend_is_sentence_transformers():
