@@ -227,7 +227,7 @@ class Settings(BaseSettings):
     embedding_batch_size: int = 64
     # the local model's runtime: onnx (ONNX Runtime, agent/providers/onnx_embedder.py) or torch (sentence-transformers)
     embedding_backend: Literal["onnx", "torch"] = "onnx"
-    # onnx only. Float weights by default: int8 ingests ~1.4x faster but keeps ~91% of their top 15, and on filings
+    # onnx only. Float weights by default: int8 ingests ~1.5x faster but keeps ~91% of their top 15, and on filings
     # finds fewer evidence pages (docs/operators.md, "Embedding precision")
     embedding_quantize: Literal["int8", "none"] = "none"
     embedding_threads: int = Field(0, ge=0)  # onnx batches run at once in a process; 0: one per CPU core
