@@ -25,7 +25,8 @@ class EvidenceSummary(BaseModel):
 
 
 class Availability(BaseModel):
-    """The periods ingested for each company: transcript quarters and 10-K fiscal years, oldest first."""
+    """The periods ingested for each company, oldest first: transcript quarters, and the fiscal years of its filings
+    (`tenk`: any form, a 10-K, 10-Q, earnings release or 8-K, each year as quarter 0)."""
 
     transcripts: dict[str, list[Period]] = Field(default_factory=dict)
     tenk: dict[str, list[Period]] = Field(default_factory=dict)

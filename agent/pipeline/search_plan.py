@@ -43,7 +43,7 @@ def plan_search(plan: ResearchPlan, availability: Availability, strategy: str = 
         if use_10k or filings_instead:
             years = availability.tenk.get(ticker, [])
             if not years:
-                sp.problems.append(f"no 10-K filing is ingested for {ticker}")
+                sp.problems.append(f"no filing is ingested for {ticker}")
             else:
                 chosen = _tenk_years(refs, years)
                 sp.tenk.append(TickerPeriods(ticker=ticker, periods=[p.key for p in chosen]))

@@ -34,6 +34,12 @@ def ensure_company(conn, ticker: str, name: str | None = None) -> None:
     )
 
 
+def no_company_named(companies: list[Company] | tuple[Company, ...]) -> str:
+    """Why a question naming no known company is rejected, with a few companies to name as examples."""
+    examples = ", ".join(f"{c.ticker} ({c.name})" for c in companies[:3])
+    return "No known company was named. Name one by ticker or name" + (f", e.g. {examples}." if examples else ".")
+
+
 def match_company(name: str, companies: list[Company] | tuple[Company, ...]) -> Company | None:
     """The registered company that `name` is (its name or an alias, legal form and punctuation aside)."""
     want = normalised_name(name)

@@ -5,14 +5,14 @@ from collections.abc import Callable
 
 from agent.context import Context
 from agent.db import reading
-from agent.models.corpus import Company
+from agent.models.corpus import Company, Period
 from agent.models.job import JobState
 from agent.models.research import ResearchPlan, Usage
 from agent.pipeline.budget import budget_note
 from agent.pipeline.inputs import Availability
 from agent.providers.llm.roles import LLMProvider, PlanRequest
 from agent.retrieval.availability import names_and_periods
-from agent.retrieval.companies import find_tickers, load_companies, match_company
+from agent.retrieval.companies import find_tickers, load_companies, match_company, no_company_named
 from agent.retrieval.periods import resolve
 
 
@@ -76,11 +76,17 @@ def companies_from_question(plan: ResearchPlan, request: PlanRequest) -> tuple[R
 
 def fix_parameters(llm: LLMProvider, request: PlanRequest, plan: ResearchPlan, usage: Usage,
                    availability_for: Callable[[list[str]], Availability]) -> tuple[ResearchPlan, Usage, list[str]]:
-    """The plan with its parameters checked: a plan that names no company takes the question's; an unknown ticker
-    or a period a company does not have goes back to the planner once. Returns what was wrong."""
+    """The plan with its parameters checked: a plan that names no company takes the question's (and with none there
+    either, nor a news search, the question is rejected); an unknown ticker or a period a company does not have goes
+    back to the planner once. Returns what was wrong."""
     if not plan.is_valid:
         return plan, usage, []
     plan, repaired = companies_from_question(plan, request)
+    if not plan.tickers and not plan.uses_news:
+        # neither the plan nor the question names a company: nothing could be searched, so the question is rejected
+        # as the rules' planner rejects it (not failed after planning)
+        reason = no_company_named(request.companies)
+        return plan.model_copy(update={"is_valid": False, "invalid_reason": reason}), usage, repaired
     problems = parameter_problems(plan, request.companies, availability_for(plan.tickers))
     if not problems:
         return plan, usage, repaired
@@ -109,9 +115,16 @@ def load_availability(ctx: Context, tickers: list[str], conn=None) -> Availabili
     connection."""
     if not tickers:  # every coordinator step reads this: ask for the plan's companies only
         return Availability()
-    names, periods = names_and_periods(ctx.pool, tickers, ["transcript", "10k"], ctx.redis, ctx.settings.quarter_cache_ttl_s, conn)
+    names, periods = names_and_periods(ctx.pool, tickers, ["transcript", "filing"], ctx.redis, ctx.settings.quarter_cache_ttl_s, conn)
     return Availability(
         names=names,
         transcripts={t: periods[(t, "transcript")] for t in tickers},
-        tenk={t: periods[(t, "10k")] for t in tickers},
+        tenk={t: filing_years(periods[(t, "filing")]) for t in tickers},
     )
+
+
+def filing_years(periods: list[Period]) -> list[Period]:
+    """The fiscal years a company has any filing of (a 10-K, a 10-Q, an earnings release, an 8-K), each as its year's
+    period: the filings agent reads a company's filings of a fiscal year together, so a company whose only filing of
+    the year asked is a 10-Q or an earnings release is still answered from it."""
+    return [Period(fiscal_year=y, fiscal_quarter=0) for y in sorted({p.fiscal_year for p in periods})]

@@ -38,7 +38,7 @@ from agent.providers.llm.extractive_rules import (
 from agent.providers.llm.extractive_tenk import ExtractiveTenKRoles
 from agent.providers.llm.injection import is_instruction
 from agent.providers.llm.roles import ComposeRequest, EvaluateRequest, ExtractRequest, PlanRequest
-from agent.retrieval.companies import find_tickers, unknown_tickers
+from agent.retrieval.companies import find_tickers, no_company_named, unknown_tickers
 from agent.retrieval.periods import find_time_refs
 from agent.settings import AnswerMode
 from agent.text import content_words, normalise_number, numbers, sentences, stem
@@ -87,9 +87,7 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         if not tickers and not finance:
             return self._invalid(req, "This does not look like a question about a public company's results, filings or news."), Usage()
         if not tickers:
-            examples = ", ".join(f"{c.ticker} ({c.name})" for c in req.companies[:3])
-            hint = f", e.g. {examples}." if examples else "."
-            return self._invalid(req, "No known company was named. Name one by ticker or name" + hint), Usage()
+            return self._invalid(req, no_company_named(req.companies)), Usage()
         sources = route_sources(q)
         lowered = q.lower()
         if len(tickers) > 1:

@@ -276,7 +276,7 @@ def test_broad_window_widens_and_10k_years_follow_the_question():
     assert not router.widens(every, plan_search(plan(), AVAILABILITY, "broad_window", current=every))
     sp = plan_search(plan(time_refs=["fiscal 2024"], data_sources=["10k"]), AVAILABILITY)
     assert sp.transcripts == [] and sp.tenk == [TickerPeriods(ticker="ACME", periods=["FY2024"])]
-    assert plan_search(plan(tickers=["BETA"], needs_10k=True), AVAILABILITY).problems == ["no 10-K filing is ingested for BETA"]
+    assert plan_search(plan(tickers=["BETA"], needs_10k=True), AVAILABILITY).problems == ["no filing is ingested for BETA"]
     assert plan_search(plan(time_refs=[], answer_mode="direct"), AVAILABILITY).transcripts[0].periods == ["2025_q1"]
 
 
@@ -311,3 +311,17 @@ def test_a_company_with_filings_and_no_calls_is_searched_in_its_filings():
     assert sp.problems == ["no earnings-call transcripts are ingested for ACME; searching its filings"]
     nothing = Availability(transcripts={}, tenk={}, names={"ACME": "Acme Corp"})
     assert plan_search(plan(), nothing).problems == ["no earnings-call transcripts are ingested for ACME"]
+
+
+def test_a_quarterly_filing_is_its_fiscal_years_filing():
+    """A company whose only filing of a year is a 10-Q or an earnings release is still read: every form's fiscal years
+    are what the filings agent has, and a quarter the question names picks its year."""
+    from agent.models.corpus import Period
+    from agent.pipeline.inputs import Availability
+    from agent.work.planning import filing_years
+
+    years = filing_years([Period.parse_key("2021_q1"), Period.parse_key("2021_q3"), Period.parse_key("FY2022")])
+    assert [p.key for p in years] == ["FY2021", "FY2022"]
+    quarterly = Availability(transcripts={}, tenk={"ACME": years}, names={"ACME": "Acme Corp"})
+    sp = plan_search(plan(time_refs=["Q1 2021"]), quarterly)
+    assert sp.tenk == [TickerPeriods(ticker="ACME", periods=["FY2021"])]

@@ -53,7 +53,7 @@ def test_hybrid_means_the_transcripts_and_the_10k():
 def test_hybrid_for_a_company_without_a_filing_searches_its_calls():
     sp = plan_search(plan(tickers=["BETA"], data_sources=["hybrid"]), AVAILABILITY, "hybrid")
     assert [tp.ticker for tp in sp.transcripts] == ["BETA"] and sp.tenk == []
-    assert sp.problems == ["no 10-K filing is ingested for BETA"]
+    assert sp.problems == ["no filing is ingested for BETA"]
 
 
 def test_a_hybrid_plan_starts_the_10k_agent_beside_the_transcript_searches():

@@ -56,6 +56,18 @@ def test_nothing_is_invented_for_a_question_that_names_no_company():
     assert companies_from_question(rejected, request("What was ACME's revenue?"))[0] == rejected
 
 
+def test_a_question_naming_no_company_is_rejected_as_the_rules_reject_it_unless_news_is_searched():
+    """A model's plan with no company, for a question naming none, would search nothing: it is rejected with the
+    message the rules' planner gives, not failed after planning."""
+    fixed, _, _ = fix_parameters(NoPlanner(), request("Did cash and cash equivalents fall between the two years?"),
+                                 plan(tickers=[], time_refs=[]), Usage(), lambda t: AVAILABILITY)
+    assert not fixed.is_valid and fixed.invalid_reason.startswith("No known company was named")
+    assert "ACME (Acme Corp)" in fixed.invalid_reason
+    news, _, _ = fix_parameters(NoPlanner(), request("What is the latest on chip tariffs?"),
+                                plan(tickers=[], time_refs=[], data_sources=["news"]), Usage(), lambda t: AVAILABILITY)
+    assert news.is_valid  # a news search needs no company
+
+
 def test_a_corrected_plan_that_drops_the_company_again_is_repaired_too():
     class Corrector:
         def __init__(self):
