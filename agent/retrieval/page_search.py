@@ -28,7 +28,6 @@ RANK_FUSION = True  # hybrid: fuse the vector and keyword page lists by rank, no
 CHUNKS_PER_SEARCH = 60  # a page often holds several of a search's best chunks
 
 PageKey = tuple[int, int | None]  # (document_id, page); page None for a filing parsed by item
-QUESTION_KEYWORDS_REACH = False  # experiment
 STATEMENT_DOCS = 2  # the statement pages of at most this many documents go first
 STATEMENT_PAGES = (3, 2)  # per needed statement: that many pages of the first document, of the second
 
@@ -157,7 +156,6 @@ def search_pages(pool, embed, phrases: list[str], scopes: list[SearchFilters] | 
         # captions are in every filing), so the keyword lists keep the pages of documents the question's own vector
         # search reached. Not the fused ranking's first documents: that sums pages, and a long filing of the right
         # company outranks the short release that answers the question.
-        reached = runs[0][2] + (runs[1][2] if QUESTION_KEYWORDS_REACH else [])
-        runs = [(side, w, within(pages, reached) if side == "keyword" else pages) for side, w, pages in runs]
+        runs = [(side, w, within(pages, runs[0][2]) if side == "keyword" else pages) for side, w, pages in runs]
     fused = fuse([pages for _, _, pages in runs], [w for _, w, _ in runs])
     return statements_first(pool, fused, statements or [], scopes, documents, facts)
