@@ -4,12 +4,15 @@ A weak or local model can read passages that state the figure asked for and retu
 that cites none of its markers. Either leaves the job with nothing it can stand behind. In those two cases only, the
 offline extractive provider (verbatim, cited sentences from the same evidence) answers the call instead, and a
 warning says so; the model's usage is kept, since the call was made. A 10-K plan the model cannot write in its schema
-(even after the repair request) is the rules' plan instead, so the filing is still read and its figures computed.
+(even after the repair request), or cannot send in time (a timeout or a lost connection after the client's own
+retries), is the rules' plan instead, so the filing is still read and its figures computed: without a plan the job
+read nothing of the filing. Other failures (a rejected key, a bad request) are the call's to report.
 """
 from __future__ import annotations
 
 import logging
 
+from agent.infra.error_classes import classify_error
 from agent.models.research import Answer, ScopeFindings
 from agent.models.tenk import TenKPlan, TenKPlanRequest
 from agent.providers.llm.roles import ComposeRequest, ExtractRequest, Usage
@@ -55,7 +58,10 @@ class GroundedProvider:
     def plan_10k(self, req: TenKPlanRequest) -> tuple[TenKPlan, Usage]:
         try:
             return self.inner.plan_10k(req)
-        except StructuredOutputError as exc:
-            log.warning("the model's 10-K plan for %s FY%d did not validate (%s): the rules' plan used", req.ticker,
-                        req.fiscal_year, str(exc)[:200])
+        except Exception as exc:
+            if not isinstance(exc, StructuredOutputError) and classify_error(exc) != "network":
+                raise
+            why = "did not validate" if isinstance(exc, StructuredOutputError) else "was not received"
+            log.warning("the model's 10-K plan for %s FY%d %s (%s): the rules' plan used", req.ticker, req.fiscal_year,
+                        why, str(exc)[:200])
             return self.fallback.plan_10k(req)

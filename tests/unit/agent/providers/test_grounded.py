@@ -96,3 +96,25 @@ def test_a_10k_plan_the_model_cannot_write_is_the_rules_plan():
     plan, _ = GroundedProvider(Broken()).plan_10k(TenKPlanRequest(question="What is QFI's FY2031 current ratio?",
                                                                    ticker="QFI", fiscal_year=2031))
     assert (plan.ticker, plan.fiscal_year) == ("QFI", 2031) and plan.sub_questions
+
+
+def test_a_10k_plan_the_model_cannot_send_in_time_is_the_rules_plan_and_other_failures_are_raised():
+    import httpx
+    import pytest
+
+    from agent.models.tenk import TenKPlanRequest
+
+    class Failing:
+        name = "failing"
+
+        def __init__(self, exc):
+            self.exc = exc
+
+        def plan_10k(self, req):
+            raise self.exc
+
+    req = TenKPlanRequest(question="What is QFI's FY2031 current ratio?", ticker="QFI", fiscal_year=2031)
+    plan, _ = GroundedProvider(Failing(httpx.ReadTimeout("timed out"))).plan_10k(req)
+    assert plan.ticker == "QFI" and plan.sub_questions
+    with pytest.raises(ValueError):
+        GroundedProvider(Failing(ValueError("invalid param: model"))).plan_10k(req)
