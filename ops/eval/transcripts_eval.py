@@ -19,7 +19,7 @@ FailureKind = Literal["no_answer", "wrong_period", "guidance_as_reported", "repo
                       "wrong_metric", "figure_missing"]
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
-_LABEL = re.compile(r"^-\s*(Q[1-4] \d{4}|10-K FY\d{4}|10-K):\s*")
+_LABEL = re.compile(r"^-\s*(Q[1-4] \d{4}|Q[1-4] FY\d{4} filing|10-K FY\d{4}|10-K):\s*")
 
 
 # ---------- figures ----------

@@ -406,6 +406,8 @@ def _scope_label(scope: str, by_key, findings) -> str:
     part = scope.split(":", 1)[1]
     if part.startswith("10k"):
         ev = by_key.get(findings[0].citation_key)
+        if ev and ev.fiscal_year and ev.fiscal_quarter:  # a quarter's filing (10-Q, earnings release, 8-K), not the 10-K
+            return f"Q{ev.fiscal_quarter} FY{ev.fiscal_year} filing"
         return f"10-K FY{ev.fiscal_year}" if ev and ev.fiscal_year else "10-K"
     year, q = part.split("_q")
     return f"Q{q} {year}"
@@ -430,7 +432,7 @@ def _blocks(answer: str) -> dict[str, dict[str, list[str]]]:
     for row in answer.split("\n"):
         if m := re.match(r"^\*\*([A-Z][A-Z0-9.\-]*)\*\*$", row.strip()):
             head = m.group(1)
-        elif head and (m := re.match(r"^-\s*(Q[1-4] \d{4}|10-K FY\d{4}|10-K):", row.strip())):
+        elif head and (m := re.match(r"^-\s*(Q[1-4] \d{4}|Q[1-4] FY\d{4} filing|10-K FY\d{4}|10-K):", row.strip())):
             out.setdefault(head, {}).setdefault(m.group(1), []).extend(t for t, _ in _sentences_with_markers(row))
     return out
 
@@ -441,7 +443,7 @@ def _sentences_with_markers(line: str) -> list[tuple[str, list[str]]]:
     for part in re.split(r"(?<=\])\s+", line):
         markers = _MARKER.findall(part)
         text = _MARKER.sub("", part)
-        text = re.sub(r"^-\s*(Q\d \d{4}|10-K FY\d{4}|10-K):\s*", "", text.strip())
+        text = re.sub(r"^-\s*(Q\d \d{4}|Q\d FY\d{4} filing|10-K FY\d{4}|10-K):\s*", "", text.strip())
         if markers:
             out.append((text, markers))
     return out

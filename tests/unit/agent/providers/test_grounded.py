@@ -118,3 +118,4 @@ def test_a_10k_plan_the_model_cannot_send_in_time_is_the_rules_plan_and_other_fa
     assert plan.ticker == "QFI" and plan.sub_questions
     with pytest.raises(ValueError):
         GroundedProvider(Failing(ValueError("invalid param: model"))).plan_10k(req)
+
