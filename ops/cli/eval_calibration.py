@@ -16,7 +16,7 @@ from rich.table import Table
 from agent.infra.extras import require
 from agent.report.stats import DESIGN_AVG_ITERATIONS, DESIGN_EARLY_TERMINATION_RATE
 from ops.cli.eval_financebench_answers import ROOT, fail
-from ops.eval.calibration import EARLY_DEFINITION, EvalRecord, ModeRow, Reliability
+from ops.eval.calibration import EARLY_DEFINITION, EvalRecord, ModeRow, Reliability, WrongVsThreshold
 
 RECORD_FILES = ("financebench-answers.jsonl", "transcripts-answers.jsonl")
 PLOT = ROOT / "docs" / "quality-calibration.png"
@@ -85,7 +85,14 @@ def calibration(
 ):
     """Correctness binned by the job's computed confidence, and iterations and early termination per answer mode."""
     from agent.settings import get_settings
-    from ops.eval.calibration import RecordsFileError, load_records, mode_rows, overall_early_rate, reliability
+    from ops.eval.calibration import (
+        RecordsFileError,
+        load_records,
+        mode_rows,
+        overall_early_rate,
+        reliability,
+        wrong_vs_threshold,
+    )
 
     settings = get_settings()
     paths = list(records or [settings.data_dir / "eval" / name for name in RECORD_FILES])
@@ -106,21 +113,24 @@ def calibration(
     rel = reliability(loaded, bins)
     modes = mode_rows(loaded, DESIGN_AVG_ITERATIONS, {m.value: cfg.max_iterations for m, cfg in settings.modes.items()})
     early = overall_early_rate(modes)
+    wrong = wrong_vs_threshold(loaded, {m.value: cfg.confidence_threshold for m, cfg in settings.modes.items()})
     png = reliability_plot(rel, f"Reliability: {_sources(loaded)}")
     plot_path = PLOT if write_docs else settings.data_dir / "eval" / "calibration.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     plot_path.write_bytes(png)
     if as_json:
         typer.echo(json.dumps({"records": len(loaded), "sources": _sources(loaded), "reliability": rel.model_dump(),
+                               "wrong_vs_threshold": wrong.model_dump(),
                                "modes": [m.model_dump() for m in modes], "early_termination_rate": early,
                                "design_early_termination_rate": DESIGN_EARLY_TERMINATION_RATE, "plot": str(plot_path)}, indent=2))
     else:
         _print(loaded, rel, modes, early, plot_path)
+        Console().print(wrong_sentence(wrong))
     if write_docs:
         from ops.eval.quality_docs import QUALITY_DOC, write_section
 
         write_section(QUALITY_DOC, "## Calibration", calibration_markdown(loaded, rel, modes, early, PLOT.name, bins,
-                                                                          [p.name for p in present]))
+                                                                          [p.name for p in present], wrong))
 
 
 def _print(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None, plot: Path) -> None:
@@ -144,8 +154,16 @@ def _md_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
+def wrong_sentence(wrong: WrongVsThreshold) -> str:
+    if wrong.mean_margin is None:
+        return "No wrong answer with a known answer mode."
+    per_mode = "; ".join(f"{m.mode} {m.wrong} at {m.mean_confidence:.2f} (threshold {m.threshold:.2f})" for m in wrong.modes)
+    return (f"Wrong answers against their mode's confidence threshold: {per_mode}; on average "
+            f"{abs(wrong.mean_margin):.2f} {'below' if wrong.below else 'above'} it.")
+
+
 def calibration_markdown(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None,
-                         plot_name: str, bins: int, files: list[str]) -> str:
+                         plot_name: str, bins: int, files: list[str], wrong: WrongVsThreshold | None = None) -> str:
     return "\n".join([
         "## Calibration", "", "`finagent eval calibration --write-docs`", "",
         f"Records: {', '.join(f'`{f}`' for f in files)}. "
@@ -155,6 +173,7 @@ def calibration_markdown(records: list[EvalRecord], rel: Reliability, modes: lis
         f"Expected calibration error {_num(rel.ece)}. Mean confidence of right answers {_num(rel.mean_confidence_correct)}, "
         f"of wrong ones {_num(rel.mean_confidence_wrong)}; AUROC {_num(rel.auroc)} (0.5: the confidence does not separate "
         "right answers from wrong ones).", "",
+        *([wrong_sentence(wrong), ""] if wrong else []),
         f"![reliability]({plot_name})", "",
         f"Iterations and early termination per answer mode, beside the design's figures ({EARLY_DEFINITION}):", "",
         _md_table(mode_table_rows(modes), MODE_HEADER), "",

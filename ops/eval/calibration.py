@@ -114,6 +114,34 @@ def auroc(good: list[float], bad: list[float]) -> float | None:
     return wins / (len(good) * len(bad))
 
 
+# ---------- wrong answers against their mode's threshold ----------
+class WrongByMode(BaseModel):
+    mode: str
+    wrong: int
+    mean_confidence: float
+    threshold: float
+
+
+class WrongVsThreshold(BaseModel):
+    """Whether a wrong answer's confidence sits below the threshold of its answer mode, on average: `mean_margin` is
+    the mean of (confidence - its mode's threshold) over the wrong answers of a mode the settings know."""
+
+    modes: list[WrongByMode]
+    mean_margin: float | None
+    below: bool | None
+
+
+def wrong_vs_threshold(records: list[EvalRecord], thresholds: dict[str, float]) -> WrongVsThreshold:
+    wrong = [r for r in records if r.correct is False and r.confidence is not None and r.status in (None, "completed")
+             and r.mode in thresholds]
+    modes = []
+    for mode in [m for m in thresholds if any(r.mode == m for r in wrong)]:
+        conf = [_conf(r) for r in wrong if r.mode == mode]
+        modes.append(WrongByMode(mode=mode, wrong=len(conf), mean_confidence=sum(conf) / len(conf), threshold=thresholds[mode]))
+    margin = sum(_conf(r) - thresholds[r.mode or ""] for r in wrong) / len(wrong) if wrong else None
+    return WrongVsThreshold(modes=modes, mean_margin=margin, below=None if margin is None else margin < 0)
+
+
 # ---------- iterations and early termination per mode ----------
 class ModeRow(BaseModel):
     mode: str

@@ -15,6 +15,7 @@ from ops.eval.calibration import (
     mode_rows,
     overall_early_rate,
     reliability,
+    wrong_vs_threshold,
 )
 
 
@@ -110,3 +111,15 @@ def test_no_records_is_one_readable_line(tmp_path, monkeypatch):
         assert result.exit_code == 2 and "no records under" in result.output
     finally:
         get_settings.cache_clear()
+
+
+def test_wrong_answers_are_measured_against_their_modes_threshold():
+    thresholds = {"direct": 0.7, "standard": 0.8}
+    records = [_rec(1, 0.75, False, mode="direct"), _rec(2, 0.85, False, mode="direct"), _rec(3, 0.5, False),
+               _rec(4, 0.95, True, mode="direct"), _rec(5, 0.99, False, mode="deep_search"), _rec(6, 0.9, None)]
+    w = wrong_vs_threshold(records, thresholds)
+    assert [(m.mode, m.wrong, round(m.mean_confidence, 2)) for m in w.modes] == [("direct", 2, 0.8), ("standard", 1, 0.5)]
+    assert w.mean_margin == pytest.approx(((0.75 - 0.7) + (0.85 - 0.7) + (0.5 - 0.8)) / 3) and w.below
+    high = wrong_vs_threshold([_rec(1, 0.9, False, mode="direct")], thresholds)
+    assert high.mean_margin == pytest.approx(0.2) and high.below is False
+    assert wrong_vs_threshold([_rec(1, 0.9, True)], thresholds).below is None
