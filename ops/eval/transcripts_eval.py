@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from agent.context import Context
 from agent.models.job import JobResult
+from agent.providers.llm.extractive import ANSWER_LINE_LABEL
 from agent.search_service import SearchRequest, search
 from ops.eval.transcript_facts import FIGURE, METRICS, SEGMENT, Fact, is_guidance, names_other_period
 
@@ -19,7 +20,6 @@ FailureKind = Literal["no_answer", "wrong_period", "guidance_as_reported", "repo
                       "wrong_metric", "figure_missing"]
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
-_LABEL = re.compile(r"^-\s*(Q[1-4] \d{4}|Q[1-4] FY\d{4} filing|10-K FY\d{4}|10-K):\s*")
 
 
 # ---------- figures ----------
@@ -123,7 +123,7 @@ def statements(answer: str, ticker: str) -> list[Statement]:
             continue
         if heading and heading != ticker:
             continue
-        m = _LABEL.match(row)
+        m = ANSWER_LINE_LABEL.match(row)
         label = m.group(1) if m else ""
         body = row[m.end():] if m else row.removeprefix("-").strip()
         for part in re.split(r"(?<=\])\s+", body):

@@ -44,6 +44,8 @@ from agent.settings import AnswerMode
 from agent.text import content_words, normalise_number, numbers, sentences, stem
 
 _MARKER = re.compile(r"\[(?:10K|N)?\d+\]")
+# an answer line's lead, as compose writes it (_scope_label): "- Q1 2025: ", "- 10-K FY2024: ", "- Q2 FY2024 filing: "
+ANSWER_LINE_LABEL = re.compile(r"^-\s*(Q[1-4] \d{4}|Q[1-4] FY\d{4} filing|10-K FY\d{4}|10-K):\s*")
 _VERDICT = re.compile(r"^(?:Yes|No): ")
 _BOILERPLATE = re.compile(r"forward-looking|safe harbor|webcast|replay|operator instructions|please go ahead|next question", re.I)
 
@@ -432,7 +434,7 @@ def _blocks(answer: str) -> dict[str, dict[str, list[str]]]:
     for row in answer.split("\n"):
         if m := re.match(r"^\*\*([A-Z][A-Z0-9.\-]*)\*\*$", row.strip()):
             head = m.group(1)
-        elif head and (m := re.match(r"^-\s*(Q[1-4] \d{4}|Q[1-4] FY\d{4} filing|10-K FY\d{4}|10-K):", row.strip())):
+        elif head and (m := ANSWER_LINE_LABEL.match(row.strip())):
             out.setdefault(head, {}).setdefault(m.group(1), []).extend(t for t, _ in _sentences_with_markers(row))
     return out
 
@@ -443,7 +445,7 @@ def _sentences_with_markers(line: str) -> list[tuple[str, list[str]]]:
     for part in re.split(r"(?<=\])\s+", line):
         markers = _MARKER.findall(part)
         text = _MARKER.sub("", part)
-        text = re.sub(r"^-\s*(Q\d \d{4}|Q\d FY\d{4} filing|10-K FY\d{4}|10-K):\s*", "", text.strip())
+        text = ANSWER_LINE_LABEL.sub("", text.strip())
         if markers:
             out.append((text, markers))
     return out
