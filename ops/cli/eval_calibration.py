@@ -124,8 +124,7 @@ def calibration(
                                "modes": [m.model_dump() for m in modes], "early_termination_rate": early,
                                "design_early_termination_rate": DESIGN_EARLY_TERMINATION_RATE, "plot": str(plot_path)}, indent=2))
     else:
-        _print(loaded, rel, modes, early, plot_path)
-        Console().print(wrong_sentence(wrong))
+        _print(loaded, rel, wrong, modes, early, plot_path)
     if write_docs:
         from ops.eval.quality_docs import QUALITY_DOC, write_section
 
@@ -133,7 +132,8 @@ def calibration(
                                                                           [p.name for p in present], wrong))
 
 
-def _print(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None, plot: Path) -> None:
+def _print(records: list[EvalRecord], rel: Reliability, wrong: WrongVsThreshold, modes: list[ModeRow], early: float | None,
+           plot: Path) -> None:
     console = Console()
     console.print(f"{len(records)} records ({_sources(records)}); {rel.scored} scored, {rel.unscored} unscored")
     table = Table(*REL_HEADER, title="reliability")
@@ -142,6 +142,7 @@ def _print(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], ea
     console.print(table)
     console.print(f"ECE {_num(rel.ece)}; mean confidence of right answers {_num(rel.mean_confidence_correct)}, of wrong ones "
                   f"{_num(rel.mean_confidence_wrong)}; AUROC {_num(rel.auroc)}")
+    console.print(wrong_sentence(wrong))
     table = Table(*MODE_HEADER, title="iterations and early termination per mode")
     for row in mode_table_rows(modes):
         table.add_row(*row)

@@ -85,8 +85,7 @@ class Reliability(BaseModel):
 
 
 def reliability(records: list[EvalRecord], n_bins: int = 5) -> Reliability:
-    # a job that did not complete has no answer whose confidence could be calibrated
-    scored = [r for r in records if r.correct is not None and r.confidence is not None and r.status in (None, "completed")]
+    scored = _scored(records)
     edges = [i / n_bins for i in range(n_bins + 1)]
     bins = []
     for low, high in zip(edges, edges[1:]):
@@ -101,6 +100,11 @@ def reliability(records: list[EvalRecord], n_bins: int = 5) -> Reliability:
     return Reliability(scored=len(scored), unscored=len(records) - len(scored), bins=bins, ece=ece,
                        mean_confidence_correct=sum(good) / len(good) if good else None,
                        mean_confidence_wrong=sum(bad) / len(bad) if bad else None, auroc=auroc(good, bad))
+
+
+def _scored(records: list[EvalRecord]) -> list[EvalRecord]:
+    """The answers with a verdict and a confidence: a job that did not complete has no answer to calibrate."""
+    return [r for r in records if r.correct is not None and r.confidence is not None and r.status in (None, "completed")]
 
 
 def _conf(r: EvalRecord) -> float:
@@ -132,8 +136,7 @@ class WrongVsThreshold(BaseModel):
 
 
 def wrong_vs_threshold(records: list[EvalRecord], thresholds: dict[str, float]) -> WrongVsThreshold:
-    wrong = [r for r in records if r.correct is False and r.confidence is not None and r.status in (None, "completed")
-             and r.mode in thresholds]
+    wrong = [r for r in _scored(records) if not r.correct and r.mode in thresholds]
     modes = []
     for mode in [m for m in thresholds if any(r.mode == m for r in wrong)]:
         conf = [_conf(r) for r in wrong if r.mode == mode]
