@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk.trace", reason="the tracing extra is not installed: pip install 'finagent[tracing]'")
 
-from celery import signals
+from celery import Celery, signals
 from celery.app.task import Context
 from fastapi.testclient import TestClient
 from opentelemetry import trace
@@ -57,7 +57,21 @@ def test_an_api_request_is_a_server_span_and_health_probes_are_not(spans, tmp_pa
     assert server[0].resource.attributes["service.name"] == "finagent-test"
 
 
-def test_a_task_published_under_a_span_continues_its_trace_when_it_runs(spans):
+@pytest.fixture
+def bare_app():
+    """A Celery app of the test's own as the current one: the instrumentation looks the published task up in the
+    current app, and the finagent app (when a test before this one imported it) would resolve its broker first."""
+    from celery import current_app
+
+    previous = current_app._get_current_object()
+    app = Celery("tracing-test", set_as_current=True)
+    try:
+        yield app
+    finally:
+        previous.set_current()
+
+
+def test_a_task_published_under_a_span_continues_its_trace_when_it_runs(spans, bare_app):
     tracer = tracing._provider.get_tracer("test")  # type: ignore[union-attr]
     task_id = f"{uuid.uuid4()}:0:start:0"
     headers = {"id": task_id, "task": "tasks.coordinator.advance"}
