@@ -84,6 +84,10 @@ def test_celerys_logging_setup_is_ours_in_the_settings_format_and_level(celery_l
     monkeypatch.chdir(tmp_path)  # no .env
     monkeypatch.setenv("FINAGENT_LOG_FORMAT", "json")
     monkeypatch.setenv("FINAGENT_LOG_LEVEL", "DEBUG")
+    # Celery's logging reads the app's configuration, which resolves a broker URL: one that is never dialled, so the
+    # test does not depend on a test before it having loaded the configuration, nor on running servers
+    monkeypatch.setenv("FINAGENT_REDIS_URL", "redis://127.0.0.1:9/0")
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", "postgresql://finagent@127.0.0.1:9/finagent")
     get_settings.cache_clear()
     try:
         # what `celery worker -l INFO` runs: the setting's level wins over the command line's
