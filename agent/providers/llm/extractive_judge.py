@@ -153,13 +153,9 @@ _MEASURES_OF = {stem(w) for w in """production originations origination pipeline
 # a comparable-unit measure ('same-store sales', 'comparable sales') is a growth rate, not the company's total
 _COMPARABLE = re.compile(r"^(?:same-\w+|comparable|comp|like-for-like)$")
 # a hyphenated modifier names a part or a variant of the metric ('interest-bearing deposits', 'pre-provision net
-# revenue'), except those that date it ('third-quarter', 'full-year', 'year-end', 'nine-month'), name the basis it
-# is stated on ('non-GAAP', 'tax-equivalent') or the whole company ('company-wide')
-_PLAIN_MODIFIER = re.compile(
-    r"^(?:(?:first|second|third|fourth|1st|2nd|3rd|4th|full|fiscal|calendar|half|twelve|nine|six|three|one)-"
-    r"(?:quarter|half|year|month|week)s?|\w+-(?:end|to-date|over-\w+)|linked-quarter|sequential-quarter|"
-    r"non-gaap|as-reported|as-adjusted|fully-diluted|tax-equivalent|taxable-equivalent|fully-taxable-equivalent|"
-    r"all-time|record-high|all-in|\w+-wide)$")
+# revenue'), except these, which date it or name the basis it is stated on
+_PLAIN_MODIFIER = re.compile(r"^(?:non-gaap|as-reported|fully-diluted|year-end|period-end|quarter-end|month-end|"
+                             r"year-to-date|all-time|record-high|linked-quarter|year-over-year|quarter-over-quarter)$")
 
 
 def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[str]) -> bool:
