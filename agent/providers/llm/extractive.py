@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from agent.models.research import Answer, Evaluation, Finding, ResearchPlan, ScopeFindings, Usage
-from agent.providers.llm.extractive_figures import UNANSWERED_METRIC, asks_for_figure, grade_figure, grade_yes_no
+from agent.providers.llm.extractive_figures import grade_figure, grade_yes_no
 from agent.providers.llm.extractive_judge import (
     addresses,
     asks_change,
@@ -242,17 +242,13 @@ class ExtractiveProvider(ExtractiveTenKRoles):
         # completeness: every part of the question answered for every targeted (ticker, period), each by the first
         # statement that speaks of it, which must be about that period and in the asked tense
         aspects, covered, misleading = 0, 0, 0
-        metric_asked, metric_unstated = 0, 0  # periods whose answer must state the asked metric; those that do not
         parts = question_parts(req.question, req.plan.topic)
         if req.whole and asks_change(req.question) and any(len(labels) > 1 for labels in req.periods.values()):
             parts = [p for p in parts if p.name != "growth"]  # a change across periods: the whole's sides judge it
         for ticker, labels in req.periods.items():
             for label in labels:
                 line = next((s for s in answer_sents if s.strip().startswith(f"- {label}:") and ticker in _ticker_block(req.answer.text, s)), None)
-                if any(p.metric for p in parts):
-                    metric_asked += 1
                 if line is None:
-                    metric_unstated += any(p.metric for p in parts)
                     aspects += max(1, len(parts))
                     missing.append(f"{ticker} {label}: no cited figures")
                     keywords.append(f"{req.plan.topic} {label} results")
@@ -271,7 +267,6 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                     if first and _unsourced(first[0], [evidence[marker_to_key[m]].text for m in first[1] if marker_to_key.get(m) in evidence]):
                         wrong.append("a figure its cited source does not hold")
                     if first is None:
-                        metric_unstated += part.metric
                         missing.append(f"{ticker} {label}: nothing on '{part.name}'")
                         keywords.append(f"{part.name} {label}")
                     elif wrong:
@@ -319,10 +314,6 @@ class ExtractiveProvider(ExtractiveTenKRoles):
                         issues.append(f"figure {fig} not found in its cited source")
         accuracy = 100 if checked == 0 else round(100 * verified / checked)
         accuracy = max(0, accuracy - 40 * misleading)  # a forecast or another period's figure given as the answer misleads
-        if metric_asked and metric_unstated >= metric_asked and not asks_for_figure(req):
-            # no period's answer states the metric asked: its figures, however well sourced, answer something else
-            # (a figure from the statements is graded by what the calculator found instead: grade_figure)
-            specificity, accuracy = min(specificity, UNANSWERED_METRIC[0]), min(accuracy, UNANSWERED_METRIC[1])
 
         clarity = 90 if len(answer_sents) >= 1 else 30
         if len(req.answer.text) > 12000:

@@ -21,10 +21,7 @@ NOT_COMPUTED = (10, 40, 30)
 # its cited passage and that the sentence names the metric and the period, but not that it means what the question
 # means (a segment's figure, an adjusted one, another basis). So it is never graded as certain: completeness and
 # accuracy are capped below a computed figure's.
-FROM_PROSE = (95, 90)  # completeness and accuracy caps
-# An answer that states the asked metric for none of the periods asked, whatever else it states: specificity and
-# accuracy capped as for a figure that could not be computed (NOT_COMPUTED)
-UNANSWERED_METRIC = NOT_COMPUTED[1:]
+FROM_PROSE = (90, 80)  # completeness and accuracy caps
 
 
 def asks_for_figure(req: EvaluateRequest) -> bool:

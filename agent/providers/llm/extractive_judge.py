@@ -23,10 +23,6 @@ from agent.text import content_words, numbers, stem
 
 _HYPOTHETICAL = re.compile(r"^\W*(?:if|suppose|imagine|say)\b", re.I)  # 'if you're running at 50% occupancy, ...'
 _SEGMENT_LABEL = re.compile(r"^([A-Z][\w&\-]*(?:\s+[A-Z][\w&\-]*)*):\s")
-# a part of the company named as a statement's subject: 'our <Name> brand achieved ...', 'the <Name> segment ...'
-_PART_SUBJECT = re.compile(r"\b(?i:our|the|its)\s+([A-Z][\w&'\-]*(?:\s+[A-Z][\w&'\-]*){0,3})\s+"
-                           r"(?i:brands?|segments?|divisions?|business units?|subsidiar(?:y|ies)|reporting units?)\b")
-_WHOLE_COMPANY = {stem(w) for w in "company company's firm corporation group consolidated total".split()}
 _SCOPE = re.compile(r":(\d{4})_q([1-4])$")
 _LABEL = re.compile(r"^Q([1-4]) (\d{4})$")
 
@@ -152,10 +148,6 @@ _MEASURES_OF = {stem(w) for w in """production originations origination pipeline
     beta""".split()}
 # a comparable-unit measure ('same-store sales', 'comparable sales') is a growth rate, not the company's total
 _COMPARABLE = re.compile(r"^(?:same-\w+|comparable|comp|like-for-like)$")
-# a hyphenated modifier names a part or a variant of the metric ('interest-bearing deposits', 'pre-provision net
-# revenue'), except these, which date it or name the basis it is stated on
-_PLAIN_MODIFIER = re.compile(r"^(?:non-gaap|as-reported|fully-diluted|year-end|period-end|quarter-end|month-end|"
-                             r"year-to-date|all-time|record-high|linked-quarter|year-over-year|quarter-over-quarter)$")
 
 
 def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[str]) -> bool:
@@ -170,14 +162,7 @@ def _qualified(toks: list[tuple[str, bool]], first: int, last: int, words: set[s
     if after[:1] == ["per"] and (len(after) < 2 or after[1] not in words):
         return True
     before = toks[first - 1][0] if first else ""
-    if before.endswith("-level") or before == "level" or _COMPARABLE.match(before):
-        return True
-    # 'pre-provision net revenue', 'interest-bearing deposits': a modifier the question does not use
-    modifier = toks[first - 2][0] if before in {"net", "total"} and first > 1 else before
-    if "-" in modifier and modifier not in words and not _PLAIN_MODIFIER.match(modifier):
-        return True
-    # another head noun the run's words complete: 'allowance for credit losses' is not 'provision for credit losses'
-    return partial and before == "for" and first > 1 and not toks[first - 2][1] and toks[first - 2][0] not in words | _BREAK
+    return before.endswith("-level") or before == "level" or bool(_COMPARABLE.match(before))
 
 
 def names_metric(text: str, words: set[str], need: int) -> bool:
@@ -251,8 +236,8 @@ def problems(text: str, question: str, period: tuple[int, int] | None) -> list[s
         found.append("a question, not a statement")
     if _HYPOTHETICAL.match(text):
         found.append("a hypothetical, not a reported figure")
-    label = _SEGMENT_LABEL.match(text) or _PART_SUBJECT.search(text)
-    if label and not stems(label.group(1)) <= stems(question) | _WHOLE_COMPANY:
+    label = _SEGMENT_LABEL.match(text)
+    if label and not stems(label.group(1)) <= stems(question):
         found.append(f"a figure for {label.group(1)}, not the total")
     return found
 
