@@ -164,7 +164,7 @@ def wrong_sentence(wrong: WrongVsThreshold) -> str:
 
 
 def calibration_markdown(records: list[EvalRecord], rel: Reliability, modes: list[ModeRow], early: float | None,
-                         plot_name: str, bins: int, files: list[str], wrong: WrongVsThreshold | None = None) -> str:
+                         plot_name: str, bins: int, files: list[str], wrong: WrongVsThreshold) -> str:
     return "\n".join([
         "## Calibration", "", "`finagent eval calibration --write-docs`", "",
         f"Records: {', '.join(f'`{f}`' for f in files)}. "
@@ -174,7 +174,7 @@ def calibration_markdown(records: list[EvalRecord], rel: Reliability, modes: lis
         f"Expected calibration error {_num(rel.ece)}. Mean confidence of right answers {_num(rel.mean_confidence_correct)}, "
         f"of wrong ones {_num(rel.mean_confidence_wrong)}; AUROC {_num(rel.auroc)} (0.5: the confidence does not separate "
         "right answers from wrong ones).", "",
-        *([wrong_sentence(wrong), ""] if wrong else []),
+        wrong_sentence(wrong), "",
         f"![reliability]({plot_name})", "",
         f"Iterations and early termination per answer mode, beside the design's figures ({EARLY_DEFINITION}):", "",
         _md_table(mode_table_rows(modes), MODE_HEADER), "",

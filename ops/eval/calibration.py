@@ -136,12 +136,12 @@ class WrongVsThreshold(BaseModel):
 
 
 def wrong_vs_threshold(records: list[EvalRecord], thresholds: dict[str, float]) -> WrongVsThreshold:
-    wrong = [r for r in _scored(records) if not r.correct and r.mode in thresholds]
+    wrong = [(r.mode, _conf(r)) for r in _scored(records) if not r.correct and r.mode in thresholds]
     modes = []
-    for mode in [m for m in thresholds if any(r.mode == m for r in wrong)]:
-        conf = [_conf(r) for r in wrong if r.mode == mode]
+    for mode in [m for m in thresholds if any(w == m for w, _ in wrong)]:
+        conf = [c for w, c in wrong if w == mode]
         modes.append(WrongByMode(mode=mode, wrong=len(conf), mean_confidence=sum(conf) / len(conf), threshold=thresholds[mode]))
-    margin = sum(_conf(r) - thresholds[r.mode or ""] for r in wrong) / len(wrong) if wrong else None
+    margin = sum(c - thresholds[m] for m, c in wrong) / len(wrong) if wrong else None
     return WrongVsThreshold(modes=modes, mean_margin=margin, below=None if margin is None else margin < 0)
 
 
